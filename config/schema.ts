@@ -1,0 +1,232 @@
+/**
+ * Every option the agent reads, with nova's names wherever nova has the option, its type, default,
+ * and help text. This table is the single source for validation (`loader.ts`), the example file
+ * (`compute-agent.conf.example`, checked by a test to document every option here) and the masking
+ * of secrets.
+ *
+ * Defaults are written as they would appear in the file, so `$state_path` interpolation and the
+ * example file treat them exactly like operator input.
+ */
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import {
+  absPath,
+  bool,
+  choice,
+  float,
+  hostName,
+  httpUrl,
+  int,
+  list,
+  nonEmpty,
+  optFloat,
+  option,
+  optPath,
+  str,
+} from './types';
+import { transportUrl } from './transport-url';
+
+const ratio = (name: string): z.ZodType<number | undefined, string> =>
+  option(optFloat(0, true), {
+    help:
+      `${name} allocation ratio written to Placement. Unset (the default) means the agent writes ` +
+      `initial_${name.toLowerCase()}_allocation_ratio when it creates the inventory and afterwards ` +
+      `keeps whatever ratio an operator set in Placement, as nova does since Stein.`,
+    default: '',
+    expected: 'a number > 0, or empty to keep the ratio set in Placement',
+  });
+
+const initialRatio = (name: string, value: string): z.ZodType<number, string> =>
+  option(float(0, true), {
+    help: `${name} allocation ratio used when the inventory is first created and ${name.toLowerCase()}_allocation_ratio is unset.`,
+    default: value,
+    expected: 'a number > 0',
+  });
+
+export const AUTH_TYPES = ['noauth', 'password', 'v3applicationcredential'] as const;
+
+export const defaultSection = z.object({
+  host: option(hostName(), {
+    help: 'Name of this host: the compute node name, the RPC queue compute.<host>, the root provider name. Defaults to the machine hostname.',
+    expected: "a host name (letters, digits, '.', '-', '_')",
+    default: () => hostname(),
+    defaultShown: '<this machine\'s hostname>',
+  }),
+  state_path: option(absPath(), {
+    help: 'Directory for the agent state: the compute node uuid (compute_id), the journal, checkpoints.',
+    default: '/var/lib/compute-agent',
+    expected: 'an absolute path',
+  }),
+  instances_path: option(absPath(), {
+    help: 'Directory holding instance files; its filesystem is reported as DISK_GB.',
+    default: '$state_path/instances',
+    expected: 'an absolute path',
+  }),
+  transport_url: option(transportUrl(), {
+    help: 'oslo.messaging transport URL. Several brokers are separated by commas; percent-encode @ / , # in passwords.',
+    default: 'rabbit://guest:guest@127.0.0.1:5672/',
+    expected: 'rabbit://user:password@host:port[,user:password@host2:port]/vhost',
+    secret: true,
+  }),
+  control_exchange: option(nonEmpty(), {
+    help: 'AMQP topic exchange the RPC topics live in (nova uses "nova").',
+    default: 'nova',
+    expected: 'a non-empty exchange name',
+  }),
+  compute_driver: option(
+    z.string().transform((v, ctx) => {
+      const t = v.trim();
+      if (/^[A-Za-z][A-Za-z0-9_.-]*$/.test(t)) return t;
+      ctx.addIssue({ code: 'custom', message: 'not a driver name' });
+      return z.NEVER;
+    }),
+    {
+      help: 'Virt driver that discovers this host and runs its instances (see `compute-agent discover`).',
+      default: 'fake',
+      expected: 'a registered driver name such as fake',
+    },
+  ),
+  reserved_host_memory_mb: option(int(0), {
+    help: 'Memory (MiB) kept for the host: reported as MEMORY_MB reserved.',
+    default: '512',
+    expected: 'an integer >= 0',
+  }),
+  reserved_host_disk_mb: option(int(0), {
+    help: 'Disk (MiB) kept for the host: reported as DISK_GB reserved, rounded up to whole GiB.',
+    default: '0',
+    expected: 'an integer >= 0',
+  }),
+  reserved_host_cpus: option(int(0), {
+    help: 'Host CPUs kept for the host: reported as VCPU reserved.',
+    default: '0',
+    expected: 'an integer >= 0',
+  }),
+  cpu_allocation_ratio: ratio('CPU'),
+  ram_allocation_ratio: ratio('RAM'),
+  disk_allocation_ratio: ratio('DISK'),
+  initial_cpu_allocation_ratio: initialRatio('CPU', '4.0'),
+  initial_ram_allocation_ratio: initialRatio('RAM', '1.0'),
+  initial_disk_allocation_ratio: initialRatio('DISK', '1.0'),
+  update_resources_interval: option(int(), {
+    help: 'Seconds between audits (rediscover, sync Placement, check allocations). 0 means the default of 60; a negative value disables the periodic audit.',
+    default: '0',
+    expected: 'an integer (seconds)',
+  }),
+  graceful_shutdown_timeout: option(int(0), {
+    help: 'Seconds a SIGTERM waits for operations in flight before the agent exits; 0 waits forever.',
+    default: '60',
+    expected: 'an integer >= 0 (seconds)',
+  }),
+  debug: option(bool(), {
+    help: 'Log at debug level (overrides log_level).',
+    default: 'false',
+    expected: 'true or false',
+  }),
+  log_level: option(choice(['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const), {
+    help: 'Minimum level of the JSON log lines written to stdout (journald collects them).',
+    default: 'info',
+    expected: 'one of trace, debug, info, warn, error, fatal',
+  }),
+});
+
+export const placementSection = z.object({
+  auth_type: option(choice(AUTH_TYPES), {
+    help: 'How to authenticate to Placement: noauth (fixed token "admin", for noauth2 deployments), password or v3applicationcredential (keystone v3).',
+    default: 'noauth',
+    expected: 'one of noauth, password, v3applicationcredential',
+  }),
+  auth_url: option(httpUrl(), {
+    help: 'Keystone endpoint, e.g. https://keystone.example:5000/v3.',
+    default: '',
+    expected: 'an http(s) URL',
+  }),
+  username: option(str(), { help: 'Keystone user (auth_type = password).', default: '', expected: 'a user name' }),
+  password: option(str(), {
+    help: 'Keystone password (auth_type = password). The value runs to the end of the line; ; and # are part of it.',
+    default: '',
+    expected: 'a password',
+    secret: true,
+  }),
+  project_name: option(str(), { help: 'Keystone project (auth_type = password).', default: '', expected: 'a project name' }),
+  user_domain_name: option(str(), { help: 'Domain of the user.', default: 'Default', expected: 'a domain name' }),
+  project_domain_name: option(str(), { help: 'Domain of the project.', default: 'Default', expected: 'a domain name' }),
+  application_credential_id: option(str(), {
+    help: 'Application credential id (auth_type = v3applicationcredential).',
+    default: '',
+    expected: 'an application credential id',
+  }),
+  application_credential_secret: option(str(), {
+    help: 'Application credential secret (auth_type = v3applicationcredential).',
+    default: '',
+    expected: 'a secret',
+    secret: true,
+  }),
+  region_name: option(str(), { help: 'Region to pick from the service catalog.', default: '', expected: 'a region name' }),
+  valid_interfaces: option(list(), {
+    help: 'Catalog interfaces to try, in order.',
+    default: 'internal,public',
+    expected: 'a comma-separated list of internal, public, admin',
+  }),
+  endpoint_override: option(httpUrl(), {
+    help: 'Placement URL, bypassing the catalog. With auth_type = noauth it defaults to http://127.0.0.1:8778.',
+    default: '',
+    expected: 'an http(s) URL such as http://127.0.0.1:8778',
+  }),
+  cafile: option(optPath(), {
+    help: 'CA bundle to verify Placement and keystone over https; empty uses the system store.',
+    default: '',
+    expected: 'an absolute path',
+  }),
+  timeout: option(float(0, true), {
+    help: 'Seconds before a Placement request is abandoned.',
+    default: '30',
+    expected: 'a number > 0 (seconds)',
+  }),
+});
+
+export const computeSection = z.object({
+  resource_provider_association_refresh: option(int(0), {
+    help: 'Seconds between forced refreshes of cached traits, aggregates and inventories of our providers; 0 disables the forced refresh (a 409 still refreshes).',
+    default: '300',
+    expected: 'an integer >= 0 (seconds)',
+  }),
+});
+
+export const rabbitSection = z.object({
+  heartbeat_timeout_threshold: option(int(0), {
+    help: 'Seconds without broker traffic before the connection is declared dead; 0 disables AMQP heartbeats.',
+    default: '60',
+    expected: 'an integer >= 0 (seconds)',
+  }),
+  ssl: option(bool(), { help: 'Connect with TLS (amqps).', default: 'false', expected: 'true or false' }),
+  ssl_ca_file: option(optPath(), { help: 'CA bundle for the broker certificate.', default: '', expected: 'an absolute path' }),
+  ssl_cert_file: option(optPath(), { help: 'Client certificate (PEM).', default: '', expected: 'an absolute path' }),
+  ssl_key_file: option(optPath(), { help: 'Client key (PEM).', default: '', expected: 'an absolute path' }),
+  rabbit_quorum_queue: option(bool(), {
+    help: 'Declare the RPC queues as quorum queues (x-queue-type=quorum), as oslo does; must match the rest of the deployment.',
+    default: 'false',
+    expected: 'true or false',
+  }),
+  amqp_durable_queues: option(bool(), {
+    help: 'Declare durable queues and exchanges; must match the rest of the deployment.',
+    default: 'false',
+    expected: 'true or false',
+  }),
+  amqp_auto_delete: option(bool(), {
+    help: 'Declare auto-delete queues and exchanges; must match the rest of the deployment.',
+    default: 'false',
+    expected: 'true or false',
+  }),
+});
+
+export const configSchema = z.object({
+  DEFAULT: defaultSection,
+  placement: placementSection,
+  compute: computeSection,
+  oslo_messaging_rabbit: rabbitSection,
+});
+
+/** The validated, typed configuration the agent runs with. */
+export type AgentConfig = z.output<typeof configSchema>;
+export type SectionName = keyof AgentConfig;
+export const SECTION_NAMES = Object.keys(configSchema.shape) as SectionName[];

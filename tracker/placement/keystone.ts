@@ -1,0 +1,162 @@
+/**
+ * Keystone v3 authentication for the Placement client: password or application credential.
+ *
+ * The token is fetched once, cached, and renewed shortly before `expires_at` or after a 401 (a
+ * revoked token). Concurrent callers share one in-flight request. The Placement endpoint comes from
+ * `endpoint_override` or from the token's service catalog (type `placement`, first matching
+ * interface of `valid_interfaces`, optionally in `region_name`), and is re-read with every new
+ * token so a catalog change (http to https, say) is followed without a restart.
+ */
+import { Agent as HttpsAgent } from 'node:https';
+import { readFileSync } from 'node:fs';
+import axios, { type AxiosInstance } from 'axios';
+import { systemClock, type Clock } from '../../agent/util/clock';
+import type { AuthProvider } from './auth';
+import { PlacementAuthError } from './errors';
+
+export type KeystoneMethod =
+  | {
+      readonly kind: 'password';
+      readonly username: string;
+      readonly password: string;
+      readonly userDomainName: string;
+      readonly projectName: string;
+      readonly projectDomainName: string;
+    }
+  | { readonly kind: 'application_credential'; readonly id: string; readonly secret: string };
+
+export interface KeystoneOptions {
+  readonly authUrl: string;
+  readonly method: KeystoneMethod;
+  readonly endpointOverride?: string;
+  readonly interfaces?: readonly string[];
+  readonly regionName?: string;
+  readonly timeoutMs?: number;
+  readonly cafile?: string;
+  /** Renew this long before expiry. */
+  readonly renewBeforeMs?: number;
+  readonly clock?: Clock;
+  readonly axios?: AxiosInstance;
+}
+
+interface CatalogEndpoint {
+  interface?: string;
+  region?: string;
+  region_id?: string;
+  url?: string;
+}
+interface CatalogEntry {
+  type?: string;
+  endpoints?: CatalogEndpoint[];
+}
+
+interface CachedToken {
+  readonly token: string;
+  readonly expiresAt: number;
+  readonly endpoint: string | undefined;
+}
+
+export class KeystoneAuth implements AuthProvider {
+  private cached: CachedToken | undefined;
+  private inflight: Promise<CachedToken> | undefined;
+  private readonly http: AxiosInstance;
+  private readonly clock: Clock;
+  private readonly tokensUrl: string;
+
+  constructor(private readonly opts: KeystoneOptions) {
+    this.clock = opts.clock ?? systemClock;
+    const base = opts.authUrl.replace(/\/+$/, '');
+    this.tokensUrl = `${/\/v3$/.test(base) ? base : `${base}/v3`}/auth/tokens`;
+    this.http =
+      opts.axios ??
+      axios.create({
+        timeout: opts.timeoutMs ?? 30000,
+        validateStatus: () => true,
+        ...(opts.cafile ? { httpsAgent: new HttpsAgent({ ca: readFileSync(opts.cafile) }) } : {}),
+      });
+  }
+
+  async token(): Promise<string> {
+    return (await this.current()).token;
+  }
+
+  async endpoint(): Promise<string> {
+    if (this.opts.endpointOverride) return this.opts.endpointOverride.replace(/\/+$/, '');
+    const t = await this.current();
+    if (!t.endpoint) {
+      throw new PlacementAuthError(
+        `keystone ${this.opts.authUrl}: the service catalog has no placement endpoint for interfaces ` +
+          `${(this.opts.interfaces ?? ['internal', 'public']).join(',')}${this.opts.regionName ? ` in region ${this.opts.regionName}` : ''}; ` +
+          'set [placement] endpoint_override or fix valid_interfaces/region_name',
+        { method: 'POST', path: '/v3/auth/tokens' },
+      );
+    }
+    return t.endpoint;
+  }
+
+  invalidate(): void {
+    this.cached = undefined;
+  }
+
+  private async current(): Promise<CachedToken> {
+    const renewBefore = this.opts.renewBeforeMs ?? 120000;
+    if (this.cached && this.cached.expiresAt - renewBefore > this.clock.now()) return this.cached;
+    this.inflight ??= this.fetch().finally(() => {
+      this.inflight = undefined;
+    });
+    this.cached = await this.inflight;
+    return this.cached;
+  }
+
+  private body(): unknown {
+    const m = this.opts.method;
+    if (m.kind === 'application_credential') {
+      return { auth: { identity: { methods: ['application_credential'], application_credential: { id: m.id, secret: m.secret } } } };
+    }
+    return {
+      auth: {
+        identity: {
+          methods: ['password'],
+          password: { user: { name: m.username, domain: { name: m.userDomainName }, password: m.password } },
+        },
+        scope: { project: { name: m.projectName, domain: { name: m.projectDomainName } } },
+      },
+    };
+  }
+
+  private async fetch(): Promise<CachedToken> {
+    const info = { method: 'POST', path: '/v3/auth/tokens' };
+    let res;
+    try {
+      res = await this.http.post(this.tokensUrl, this.body(), { headers: { 'Content-Type': 'application/json' } });
+    } catch (e) {
+      throw new PlacementAuthError(`keystone ${this.tokensUrl}: ${e instanceof Error ? e.message : String(e)}`, info, { cause: e });
+    }
+    const subject = res.headers['x-subject-token'] as unknown;
+    if (res.status !== 201 || typeof subject !== 'string') {
+      throw new PlacementAuthError(`keystone ${this.tokensUrl}: authentication failed with status ${res.status}`, {
+        ...info,
+        status: res.status,
+      });
+    }
+    const token = (res.data as { token?: { expires_at?: string; catalog?: CatalogEntry[] } }).token ?? {};
+    const expires = token.expires_at ? Date.parse(token.expires_at) : NaN;
+    return {
+      token: subject,
+      expiresAt: Number.isFinite(expires) ? expires : this.clock.now() + 3600000,
+      endpoint: this.pickEndpoint(token.catalog ?? []),
+    };
+  }
+
+  private pickEndpoint(catalog: CatalogEntry[]): string | undefined {
+    const service = catalog.find((c) => c.type === 'placement');
+    const region = this.opts.regionName;
+    for (const iface of this.opts.interfaces ?? ['internal', 'public']) {
+      const ep = (service?.endpoints ?? []).find(
+        (e) => e.interface === iface && (!region || e.region === region || e.region_id === region) && typeof e.url === 'string',
+      );
+      if (ep?.url) return ep.url.replace(/\/+$/, '');
+    }
+    return undefined;
+  }
+}
