@@ -1,0 +1,43 @@
+/** `compute-agent check-config [--show]`: validate and exit 0, or 2 with one line per problem. */
+import { displayValue } from '../../../config/loader';
+import { SECTION_NAMES, type AgentConfig, type SectionName } from '../../../config/schema';
+import type { CommandModule } from '../context';
+
+function transportText(config: AgentConfig): string {
+  const t = config.DEFAULT.transport_url;
+  const hosts = t.hosts
+    .map((h) => `${h.username !== undefined ? `${h.username}${h.password !== undefined ? ':***' : ''}@` : ''}${h.host}:${h.port}`)
+    .join(',');
+  return `rabbit://${hosts}/${t.virtualHost === '/' ? '' : encodeURIComponent(t.virtualHost)}`;
+}
+
+function valueText(config: AgentConfig, section: SectionName, key: string): string {
+  if (key === 'transport_url') return transportText(config);
+  const v = (config[section] as Record<string, unknown>)[key];
+  const text = v === undefined ? '' : Array.isArray(v) ? v.join(',') : String(v);
+  return displayValue(section, key, text).slice(1, -1);
+}
+
+/** The effective configuration as INI text, secrets masked. */
+export function renderEffective(config: AgentConfig): string {
+  const lines: string[] = [];
+  for (const section of SECTION_NAMES) {
+    lines.push(`[${section}]`);
+    for (const key of Object.keys(config[section])) lines.push(`${key} = ${valueText(config, section, key)}`);
+    lines.push('');
+  }
+  return lines.join('\n');
+}
+
+export const checkConfigCommand: CommandModule = (program, ctx) => {
+  program
+    .command('check-config')
+    .description('validate the configuration and exit: 0 when usable, 2 with one line per problem')
+    .option('--show', 'print the effective configuration, secrets masked')
+    .action((opts: { show?: boolean }, cmd) => {
+      const loaded = ctx.load(cmd);
+      for (const w of loaded.warnings) ctx.io.err(`warning: ${w}`);
+      if (opts.show) ctx.io.out(renderEffective(loaded.config));
+      ctx.io.out(`configuration OK${loaded.files.length ? ` (${loaded.files.join(', ')})` : ' (defaults only)'}`);
+    });
+};

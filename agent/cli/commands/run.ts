@@ -1,0 +1,48 @@
+/** `compute-agent run`: the daemon, until SIGTERM or SIGINT. */
+import { Option } from 'commander';
+import { secretsOf } from '../../../config/loader';
+import { placementFromConfig } from '../../../tracker/placement/factory';
+import { Daemon } from '../../daemon';
+import { createLogger } from '../../logging/logger';
+import type { CommandModule } from '../context';
+import { packageVersion } from '../version';
+
+export const runCommand: CommandModule = (program, ctx) => {
+  program
+    .command('run')
+    .description('run the agent until SIGTERM or SIGINT')
+    .addOption(new Option('--connect-attempts <n>', 'attempts per dependency at start-up').default('5'))
+    .action(async (opts: { connectAttempts: string }, cmd) => {
+      const loaded = ctx.load(cmd);
+      const { config } = loaded;
+      const attempts = Number(opts.connectAttempts);
+      if (!Number.isInteger(attempts) || attempts < 1) {
+        ctx.io.err(`--connect-attempts = ${JSON.stringify(opts.connectAttempts)}: expected an integer >= 1`);
+        ctx.setExitCode(2);
+        return;
+      }
+      const { logger } = createLogger({
+        level: config.DEFAULT.debug ? 'debug' : config.DEFAULT.log_level,
+        secrets: secretsOf(config),
+        base: { host: config.DEFAULT.host },
+      });
+      for (const w of loaded.warnings) logger.warn(w);
+      logger.info({ files: loaded.files, version: packageVersion() }, 'configuration loaded');
+      const daemon = new Daemon({ config, logger, placement: placementFromConfig(config), startupAttempts: attempts });
+      const stop = ctx.io.stopSignal();
+      const started = daemon.start();
+      try {
+        const first = await Promise.race([started.then(() => 'started' as const), stop]);
+        if (first === 'started') {
+          await daemon.stop(await stop);
+        } else {
+          await daemon.stop(first);
+          await started.catch(() => undefined);
+        }
+      } catch (e) {
+        logger.fatal({ reason: e instanceof Error ? e.message : String(e) }, 'compute-agent failed to start');
+        await daemon.stop('start-up failed');
+        throw e;
+      }
+    });
+};
