@@ -1,6 +1,8 @@
 // Two projects: unit tests (fast, no servers) and integration tests (real Placement and RabbitMQ,
 // started by test/integration/global-setup.ts when they are not already running).
 const common = {
+  // jest 29, not 30: jest 30 resolves modules through unrs-resolver, whose platform packages the
+  // npm mirror here lacks, which makes `npm ci` refuse the lock file on a clean checkout.
   preset: 'ts-jest',
   testEnvironment: 'node',
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
@@ -20,7 +22,7 @@ module.exports = {
       displayName: 'integration',
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
       globalSetup: '<rootDir>/test/integration/global-setup.ts',
-      testTimeout: 120000,
+      setupFilesAfterEnv: ['<rootDir>/test/integration/timeout.ts'],
     },
   ],
 };

@@ -248,9 +248,15 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
 
   const parsed = configSchema.safeParse(input);
   if (!parsed.success) {
+    const explicitProblems = problems.length;
+    const reported = new Set(problems.map((p) => p.key));
     for (const issue of parsed.error.issues) {
       const [section, key] = issue.path as [SectionName, string];
       const id = `${section}.${key}`;
+      // One line per cause: an option whose interpolation already failed is not reported again,
+      // and a default (valid by construction) fails only through an option that is reported itself.
+      if (reported.has(id)) continue;
+      if (!raw.has(id) && (explicitProblems > 0 || parsed.error.issues.some((i) => raw.has(i.path.join('.'))))) continue;
       const meta = metaFor(section, key);
       const value = input[section]?.[key];
       const shown =

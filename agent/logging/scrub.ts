@@ -20,7 +20,8 @@ const URL_CREDENTIALS = /([A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s:/@"',]*):[^\s@"]*@/g;
 const SECRET_KEYS =
   'password|passwd|secret|token|auth_token|x-auth-token|x-subject-token|authorization|application_credential_secret';
 const JSON_SECRET_FIELD = new RegExp(`("(?:[A-Za-z0-9_-]*_)?(?:${SECRET_KEYS})"\\s*:\\s*)"(?:[^"\\\\]|\\\\.)*"`, 'gi');
-const HEADER_SECRET = new RegExp(`\\b(x-auth-token|x-subject-token|authorization)(\\s*[:=]\\s*)[^\\s"',;]+`, 'gi');
+// A header value runs to the end of the line or the enclosing JSON string ("Bearer <token>" included).
+const HEADER_SECRET = new RegExp(`\\b(x-auth-token|x-subject-token|authorization)(\\s*[:=]\\s*)(?:\\\\.|[^\\r\\n"\\\\])+`, 'gi');
 
 function escapeRegExp(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

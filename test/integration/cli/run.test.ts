@@ -1,0 +1,71 @@
+// `compute-agent run`, the built binary, as an operator starts it: against the local stack it comes
+// up, logs JSON, and exits 0 on SIGTERM; against an unreachable Placement it exits 1 with one clear
+// line; the Placement password never appears in its output.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PLACEMENT_URL, TRANSPORT_URL } from '../../helpers/stack';
+
+const BIN = join(__dirname, '..', '..', '..', 'dist', 'agent', 'cli', 'main.js');
+const PASSWORD = 'p;a#ss word';
+
+interface Run {
+  child: ChildProcess;
+  out: string[];
+  exited: Promise<number | null>;
+}
+
+function start(conf: string, extra: string[] = []): Run {
+  const child = spawn(process.execPath, [BIN, 'run', '--config-file', conf, ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const out: string[] = [];
+  child.stdout?.on('data', (d: Buffer) => out.push(d.toString()));
+  child.stderr?.on('data', (d: Buffer) => out.push(d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, out, exited };
+}
+
+async function waitFor(run: Run, text: string, ms = 30000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!run.out.join('').includes(text)) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for "${text}"; output:\n${run.out.join('')}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function config(placement: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'ca-run-'));
+  const file = join(dir, 'agent.conf');
+  writeFileSync(
+    file,
+    `[DEFAULT]\nhost = it-run-host\nstate_path = ${dir}\ntransport_url = ${TRANSPORT_URL}\n` +
+      `[placement]\nendpoint_override = ${placement}\npassword = ${PASSWORD}\n`,
+  );
+  return file;
+}
+
+beforeAll(() => {
+  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run \`npm run build\` first (scripts/test does)`);
+});
+
+test('starts against the local stack, logs that it is up, stops cleanly on SIGTERM', async () => {
+  const run = start(config(PLACEMENT_URL));
+  await waitFor(run, '"msg":"compute-agent up"');
+  run.child.kill('SIGTERM');
+  expect(await run.exited).toBe(0);
+  const text = run.out.join('');
+  expect(text).toContain('"msg":"placement reachable"');
+  expect(text).toContain('"msg":"broker connected"');
+  expect(text).toContain('"msg":"compute-agent stopped"');
+  for (const line of text.trim().split('\n')) expect(() => JSON.parse(line) as unknown).not.toThrow();
+  expect(text).not.toContain(PASSWORD);
+});
+
+test('unreachable Placement: bounded retries, one clear line naming the endpoint, exit 1', async () => {
+  const run = start(config('http://127.0.0.1:1'), ['--connect-attempts', '2']);
+  expect(await run.exited).toBe(1);
+  const text = run.out.join('');
+  expect(text).toContain('compute-agent: placement unreachable after 2 attempt(s): GET http://127.0.0.1:1/: connect ECONNREFUSED');
+  expect(text).not.toMatch(/\n\s+at /);
+  expect(text).not.toContain(PASSWORD);
+});

@@ -1,0 +1,42 @@
+// install.sh in a staging root: everything lands where the unit expects it, a second run changes
+// nothing an operator edited, the installed binary runs, and uninstall.sh removes what was added.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const REPO = join(__dirname, '..', '..', '..');
+const sh = (script: string, ...args: string[]): string => execFileSync('bash', [join(REPO, 'systemd', script), ...args], { encoding: 'utf8' });
+
+test('install is idempotent, keeps the operator config, and uninstall keeps state unless purged', () => {
+  const root = mkdtempSync(join(tmpdir(), 'ca-install-'));
+  sh('install.sh', '--root', root, '--no-build');
+  const conf = join(root, 'etc/compute-agent/compute-agent.conf');
+  expect(statSync(join(root, 'etc/compute-agent')).mode & 0o777).toBe(0o750);
+  expect(statSync(conf).mode & 0o777).toBe(0o640);
+  expect(statSync(join(root, 'var/lib/compute-agent')).mode & 0o777).toBe(0o750);
+  expect(readlinkSync(join(root, 'usr/local/bin/compute-agent'))).toBe('/opt/compute-agent/dist/agent/cli/main.js');
+  const unit = readFileSync(join(root, 'etc/systemd/system/compute-agent.service'), 'utf8');
+  expect(unit).toContain('ExecStart=/usr/local/bin/compute-agent run --config-file /etc/compute-agent/compute-agent.conf');
+
+  // The installed copy runs on its own node_modules and accepts the example config.
+  const out = execFileSync(process.execPath, [join(root, 'opt/compute-agent/dist/agent/cli/main.js'), 'check-config', '--config-file', conf], {
+    encoding: 'utf8',
+  });
+  expect(out).toContain('configuration OK');
+
+  writeFileSync(conf, '[DEFAULT]\nhost = edited\n');
+  const second = sh('install.sh', '--root', root, '--no-build');
+  expect(second).not.toContain('example config copied');
+  expect(second).not.toContain('dependencies installed');
+  expect(readFileSync(conf, 'utf8')).toBe('[DEFAULT]\nhost = edited\n');
+
+  sh('uninstall.sh', '--root', root);
+  expect(existsSync(join(root, 'opt/compute-agent'))).toBe(false);
+  expect(existsSync(join(root, 'etc/systemd/system/compute-agent.service'))).toBe(false);
+  expect(existsSync(join(root, 'usr/local/bin/compute-agent'))).toBe(false);
+  expect(existsSync(conf)).toBe(true);
+  sh('uninstall.sh', '--root', root, '--purge');
+  expect(existsSync(join(root, 'etc/compute-agent'))).toBe(false);
+  expect(existsSync(join(root, 'var/lib/compute-agent'))).toBe(false);
+}, 180000);

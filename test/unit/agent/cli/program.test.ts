@@ -1,0 +1,77 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runCli, type CliIo } from '../../../../agent/cli/program';
+
+function io(env: Record<string, string> = {}): CliIo & { outLines: string[]; errLines: string[] } {
+  const outLines: string[] = [];
+  const errLines: string[] = [];
+  return {
+    outLines,
+    errLines,
+    out: (l) => outLines.push(l),
+    err: (l) => errLines.push(l),
+    env,
+    stopSignal: () => new Promise(() => undefined),
+  };
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'ca-cli-'));
+const write = (name: string, text: string): string => {
+  const p = join(dir, name);
+  writeFileSync(p, text);
+  return p;
+};
+
+describe('compute-agent CLI', () => {
+  test('check-config on the acceptance file: exactly two lines, exit 2', async () => {
+    const bad = write('bad.conf', '[DEFAULT]\ntransport_url = http://x\ncpu_allocation_ratio = -1\n');
+    const t = io();
+    expect(await runCli(['check-config', '--config-file', bad], t)).toBe(2);
+    expect(t.errLines).toHaveLength(2);
+    expect(t.errLines[0]).toMatch(/^DEFAULT\.transport_url/);
+    expect(t.errLines[1]).toMatch(/^DEFAULT\.cpu_allocation_ratio/);
+    expect(t.errLines.join('\n')).not.toMatch(/\n\s+at /); // no stack trace
+  });
+
+  test('--config-file works before the subcommand too', async () => {
+    const good = write('good.conf', '[DEFAULT]\nhost = h1\n');
+    const t = io();
+    expect(await runCli(['--config-file', good, 'check-config'], t)).toBe(0);
+    expect(t.outLines).toEqual([`configuration OK (${good})`]);
+  });
+
+  test('check-config --show prints the effective config with secrets masked', async () => {
+    const f = write('s.conf', '[DEFAULT]\ntransport_url = rabbit://nova:mqpass@mq1:5672,nova:mqpass@mq2/\n[placement]\npassword = p;a#ss word\n');
+    const t = io();
+    expect(await runCli(['check-config', '--show', '--config-file', f], t)).toBe(0);
+    const shown = t.outLines.join('\n');
+    expect(shown).toContain('transport_url = rabbit://nova:***@mq1:5672,nova:***@mq2:5672/');
+    expect(shown).toContain('password = ***');
+    expect(shown).not.toContain('mqpass');
+    expect(shown).not.toContain('p;a#ss');
+  });
+
+  test('warnings for unknown options go to stderr, exit stays 0', async () => {
+    const f = write('w.conf', '[DEFAULT]\nhots = typo\n');
+    const t = io();
+    expect(await runCli(['check-config', '--config-file', f], t)).toBe(0);
+    expect(t.errLines).toEqual([expect.stringContaining('warning: ') as string]);
+  });
+
+  test('--version, --help exit 0; an unknown command or option exits 2', async () => {
+    const t = io();
+    expect(await runCli(['--version'], t)).toBe(0);
+    expect(t.outLines[0]).toMatch(/^\d+\.\d+\.\d+/);
+    expect(await runCli(['--help'], io())).toBe(0);
+    expect(await runCli(['bogus'], io())).toBe(2);
+    expect(await runCli(['check-config', '--nope'], io())).toBe(2);
+  });
+
+  test('run with a bad --connect-attempts is a usage error', async () => {
+    const good = write('r.conf', '[DEFAULT]\nhost = h1\n');
+    const t = io();
+    expect(await runCli(['run', '--config-file', good, '--connect-attempts', 'zero'], t)).toBe(2);
+    expect(t.errLines[0]).toContain('--connect-attempts');
+  });
+});
