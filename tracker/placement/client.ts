@@ -1,39 +1,56 @@
 /**
- * Typed Placement calls, each pinned to the microversion it needs. The resource tracker uses only
- * this class; it never builds a URL itself.
+ * `PlacementClient`: the `PlacementApi` port over HTTP, each call pinned to its microversion. The
+ * rest of the agent uses only the port; it never builds a URL itself.
+ *
+ * Pins: every call that can be refused is sent at 1.26 or later, even where the feature itself is
+ * older (traits 1.6, resource classes 1.7, aggregates with generations 1.19, create with body 1.20),
+ * because Placement puts the machine-readable `code` into error answers only from 1.23 on: at 1.6 a
+ * generation conflict on a traits write is a bare 409 indistinguishable from any other. 1.26 is the
+ * inventory version nova uses (reserved may equal total). Listings stay at 1.14 (trees), consumer
+ * allocations at 1.28 (consumer generations) and the reshaper at 1.30.
  */
-import { PlacementVersionError } from './errors';
-import type { PlacementHttp } from './http';
-import {
-  compareMicroversion,
-  formatMicroversion,
-  MIN_PLACEMENT_MICROVERSION,
-  parseVersionDocument,
-  type PlacementVersions,
-} from './version';
+import type {
+  AggregatesAnswer,
+  AllocationWrite,
+  CallOptions,
+  ConsumerAllocations,
+  InventoriesAnswer,
+  PlacementApi,
+  ProviderAllocationsAnswer,
+  ProviderRecord,
+  ReshapeRequest,
+  TraitsAnswer,
+} from './api';
+import { PlacementNotFoundError, PlacementVersionError } from './errors';
+import type { PlacementHttp, PlacementRequest } from './http';
+import { compareMicroversion, formatMicroversion, MIN_PLACEMENT_MICROVERSION, parseVersionDocument, type PlacementVersions } from './version';
+import type { FullInventoryRecord } from '../tree/types';
 
-/** A resource provider as Placement returns it (1.14+). */
-export interface ProviderRecord {
-  readonly uuid: string;
-  readonly name: string;
-  readonly generation: number;
-  readonly parent_provider_uuid: string | null;
-  readonly root_provider_uuid: string;
-}
+export type { ProviderRecord } from './api';
 
-export class PlacementClient {
+/** The microversion of every call that can be refused with a coded error (see above). */
+export const MV_WRITE = '1.26';
+
+const rp = (uuid: string, rest = ''): string => `/resource_providers/${encodeURIComponent(uuid)}${rest}`;
+
+export class PlacementClient implements PlacementApi {
   constructor(readonly http: PlacementHttp) {}
 
-  /** `GET /`: the supported microversion range. @throws PlacementError */
+  private async call<T>(req: PlacementRequest, o?: CallOptions): Promise<T> {
+    const res = await this.http.request<T>(o?.requestId ? { ...req, globalRequestId: o.requestId } : req);
+    return res.data;
+  }
+
+  endpoint(): Promise<string> {
+    return this.http.endpoint();
+  }
+
+  /** `GET /`: the supported microversion range. */
   async versions(): Promise<PlacementVersions> {
     const res = await this.http.request({ method: 'GET', path: '/', anonymous: true });
     const v = parseVersionDocument(res.data);
     if (!v) {
-      throw new PlacementVersionError(`GET /: the answer is not a Placement version document`, {
-        method: 'GET',
-        path: '/',
-        status: res.status,
-      });
+      throw new PlacementVersionError(`GET /: the answer is not a Placement version document`, { method: 'GET', path: '/', status: res.status });
     }
     return v;
   }
@@ -45,9 +62,8 @@ export class PlacementClient {
   async assertUsable(): Promise<PlacementVersions> {
     const v = await this.versions();
     if (compareMicroversion(v.max, MIN_PLACEMENT_MICROVERSION) < 0) {
-      const endpoint = await this.http.endpoint();
       throw new PlacementVersionError(
-        `Placement at ${endpoint} supports microversions up to ${formatMicroversion(v.max)}; ` +
+        `Placement at ${await this.endpoint()} supports microversions up to ${formatMicroversion(v.max)}; ` +
           `compute-agent needs ${formatMicroversion(MIN_PLACEMENT_MICROVERSION)} or later (Placement from Train onwards)`,
         { method: 'GET', path: '/' },
       );
@@ -55,10 +71,96 @@ export class PlacementClient {
     return v;
   }
 
-  /** `GET /resource_providers[?in_tree=uuid]` at 1.14. @throws PlacementError */
-  async listProviders(inTree?: string): Promise<ProviderRecord[]> {
+  /** `GET /resource_providers[?in_tree=uuid]` at 1.14. */
+  async listProviders(inTree?: string, o?: CallOptions): Promise<ProviderRecord[]> {
     const path = inTree ? `/resource_providers?in_tree=${encodeURIComponent(inTree)}` : '/resource_providers';
-    const res = await this.http.request<{ resource_providers: ProviderRecord[] }>({ method: 'GET', path, microversion: '1.14' });
-    return res.data.resource_providers;
+    return (await this.call<{ resource_providers: ProviderRecord[] }>({ method: 'GET', path, microversion: '1.14' }, o)).resource_providers;
+  }
+
+  providersInTree(uuid: string, o?: CallOptions): Promise<ProviderRecord[]> {
+    return this.listProviders(uuid, o);
+  }
+
+  createProvider(p: { uuid: string; name: string; parent_provider_uuid: string | null }, o?: CallOptions): Promise<ProviderRecord> {
+    const body = p.parent_provider_uuid ? p : { uuid: p.uuid, name: p.name };
+    return this.call({ method: 'POST', path: '/resource_providers', microversion: MV_WRITE, body, retry: 'refused-only' }, o);
+  }
+
+  async deleteProvider(uuid: string, o?: CallOptions): Promise<void> {
+    try {
+      await this.call({ method: 'DELETE', path: rp(uuid), microversion: MV_WRITE }, o);
+    } catch (e) {
+      if (!(e instanceof PlacementNotFoundError)) throw e;
+    }
+  }
+
+  getInventories(uuid: string, o?: CallOptions): Promise<InventoriesAnswer> {
+    return this.call({ method: 'GET', path: rp(uuid, '/inventories'), microversion: MV_WRITE }, o);
+  }
+
+  putInventories(uuid: string, generation: number, inventories: Readonly<Record<string, FullInventoryRecord>>, o?: CallOptions): Promise<InventoriesAnswer> {
+    const body = { resource_provider_generation: generation, inventories };
+    return this.call({ method: 'PUT', path: rp(uuid, '/inventories'), microversion: MV_WRITE, body }, o);
+  }
+
+  getTraits(uuid: string, o?: CallOptions): Promise<TraitsAnswer> {
+    return this.call({ method: 'GET', path: rp(uuid, '/traits'), microversion: MV_WRITE }, o);
+  }
+
+  putTraits(uuid: string, generation: number, traits: readonly string[], o?: CallOptions): Promise<TraitsAnswer> {
+    const body = { resource_provider_generation: generation, traits };
+    return this.call({ method: 'PUT', path: rp(uuid, '/traits'), microversion: MV_WRITE, body }, o);
+  }
+
+  getAggregates(uuid: string, o?: CallOptions): Promise<AggregatesAnswer> {
+    return this.call({ method: 'GET', path: rp(uuid, '/aggregates'), microversion: MV_WRITE }, o);
+  }
+
+  putAggregates(uuid: string, generation: number, aggregates: readonly string[], o?: CallOptions): Promise<AggregatesAnswer> {
+    const body = { resource_provider_generation: generation, aggregates };
+    return this.call({ method: 'PUT', path: rp(uuid, '/aggregates'), microversion: MV_WRITE, body }, o);
+  }
+
+  async existingTraits(names: readonly string[], o?: CallOptions): Promise<Set<string>> {
+    if (names.length === 0) return new Set();
+    const q = `in:${names.map(encodeURIComponent).join(',')}`;
+    const data = await this.call<{ traits: string[] }>({ method: 'GET', path: `/traits?name=${q}`, microversion: MV_WRITE }, o);
+    return new Set(data.traits);
+  }
+
+  async ensureTrait(name: string, o?: CallOptions): Promise<void> {
+    await this.call({ method: 'PUT', path: `/traits/${encodeURIComponent(name)}`, microversion: MV_WRITE, ok: [201, 204] }, o);
+  }
+
+  async ensureResourceClass(name: string, o?: CallOptions): Promise<void> {
+    await this.call({ method: 'PUT', path: `/resource_classes/${encodeURIComponent(name)}`, microversion: MV_WRITE, ok: [201, 204] }, o);
+  }
+
+  providerAllocations(uuid: string, o?: CallOptions): Promise<ProviderAllocationsAnswer> {
+    return this.call({ method: 'GET', path: rp(uuid, '/allocations'), microversion: '1.14' }, o);
+  }
+
+  consumerAllocations(consumer: string, o?: CallOptions): Promise<ConsumerAllocations> {
+    return this.call({ method: 'GET', path: `/allocations/${encodeURIComponent(consumer)}`, microversion: '1.28' }, o);
+  }
+
+  async putAllocations(consumer: string, body: AllocationWrite, o?: CallOptions): Promise<void> {
+    await this.call({ method: 'PUT', path: `/allocations/${encodeURIComponent(consumer)}`, microversion: '1.28', body, ok: [204], retry: 'refused-only' }, o);
+  }
+
+  async postAllocations(bodies: Readonly<Record<string, AllocationWrite>>, o?: CallOptions): Promise<void> {
+    await this.call({ method: 'POST', path: '/allocations', microversion: '1.28', body: bodies, ok: [204], retry: 'refused-only' }, o);
+  }
+
+  async deleteAllocations(consumer: string, o?: CallOptions): Promise<void> {
+    try {
+      await this.call({ method: 'DELETE', path: `/allocations/${encodeURIComponent(consumer)}`, microversion: '1.28', ok: [204] }, o);
+    } catch (e) {
+      if (!(e instanceof PlacementNotFoundError)) throw e;
+    }
+  }
+
+  async reshape(req: ReshapeRequest, o?: CallOptions): Promise<void> {
+    await this.call({ method: 'POST', path: '/reshaper', microversion: '1.30', body: req, ok: [204], retry: 'refused-only' }, o);
   }
 }

@@ -86,6 +86,19 @@ function clean(detail: string): string {
   return detail.replace(/\s+/g, ' ').replace(/^There was a conflict when trying to complete your request\. ?/, '').trim();
 }
 
+/**
+ * Below microversion 1.23 Placement sends no `code`; the detail text still says what happened
+ * (these are the texts Placement 8.0 writes), so older deployments get the same classes.
+ */
+function codeFromDetail(detail: string): string | undefined {
+  if (/generation conflict|generation already changed/i.test(detail)) return 'placement.concurrent_update';
+  if (/Unable to delete parent resource provider/i.test(detail)) return 'placement.resource_provider.cannot_delete_parent';
+  if (/Resource provider has allocations/i.test(detail)) return 'placement.resource_provider.inuse';
+  if (/Inventory for .* in use/i.test(detail)) return 'placement.inventory.inuse';
+  if (/Conflicting resource provider (name|uuid)/i.test(detail)) return 'placement.duplicate_name';
+  return undefined;
+}
+
 /** Maps an HTTP error answer to its class. */
 export function errorFromResponse(method: string, path: string, status: number, body: unknown, requestId?: string): PlacementError {
   const e = firstError(body);
@@ -107,7 +120,7 @@ export function errorFromResponse(method: string, path: string, status: number, 
   if (status === 406) return new PlacementVersionError(msg, info);
   if (status === 400) return new PlacementBadRequestError(msg, info);
   if (status === 409) {
-    switch (code) {
+    switch (code ?? codeFromDetail(rawDetail)) {
       case 'placement.concurrent_update':
         return /consumer generation conflict/i.test(rawDetail)
           ? new ConsumerGenerationConflictError(msg, info)

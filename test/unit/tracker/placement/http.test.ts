@@ -41,7 +41,7 @@ describe('PlacementHttp', () => {
   test('sends the microversion, the token and a request id; GET / is anonymous', async () => {
     const scope = nock(BASE, { badheaders: ['x-auth-token'] })
       .get('/')
-      .reply(200, fixture('01-version-root').response_body);
+      .reply(200, fixture('01-version-root').response_body as nock.Body);
     const v = await new PlacementClient(http()).assertUsable();
     expect(v.max).toEqual({ major: 1, minor: 39 });
     scope.done();

@@ -1,0 +1,159 @@
+/**
+ * ResourceTracker: the one owner of this host's view of Placement. It runs sync cycles (driver ->
+ * tree -> Placement), holds in-flight claims, and answers capacity questions from its cache.
+ *
+ * Concurrency: cycles are serialized by a mutex (a periodic audit and an on-demand sync never
+ * interleave); claims are synchronous bookkeeping and may happen during a cycle.
+ *
+ * Not here: the schedule (`audit.ts`), allocation writes for instances (the compute manager uses
+ * the Placement port directly, recording its claims here first).
+ */
+import { Mutex } from 'async-mutex';
+import type { Logger } from '../agent/logging/logger';
+import type { Clock } from '../agent/util/clock';
+import type { PlacementApi } from './placement/api';
+import type { ProviderTree } from './tree/provider-tree';
+import type { AllocationsByConsumer, ConsumerAllocations, MoveInstruction } from './tree/types';
+import type { SyncResult } from './sync/context';
+import { readAspect, type SyncContext } from './sync/context';
+import type { InitialRatios } from './sync/diff';
+import { treeForDriver } from './sync/driver-tree';
+import { KnownNames } from './sync/names';
+import { Ownership } from './sync/ownership';
+import { Syncer } from './sync/syncer';
+import { PlacementView } from './sync/view';
+import { RecordedWrites } from './sync/writes';
+
+/** What the tracker needs from a virt driver. */
+export interface TreeSource {
+  /**
+   * Edits `tree` (a private copy) to the host's current shape; returns how inventory moved when the
+   * shape changed (and, given `allocations`, whose allocations move).
+   */
+  updateProviderTree(tree: ProviderTree, nodename: string, allocations?: AllocationsByConsumer): Promise<readonly MoveInstruction[]>;
+}
+
+export interface TrackerDeps {
+  readonly api: PlacementApi;
+  readonly driver: TreeSource;
+  /** The compute node name (`[DEFAULT] host`): the root provider's name. */
+  readonly nodename: string;
+  /** The root provider's uuid (`state_path/compute_id`). */
+  readonly rootUuid: string;
+  /** Where the ownership record is kept; undefined keeps it in memory. */
+  readonly statePath?: string;
+  readonly initialRatios: InitialRatios;
+  readonly logger: Logger;
+  readonly clock?: Clock;
+  readonly random?: () => number;
+}
+
+/** `initial_*_allocation_ratio` by resource class. */
+export function initialRatiosFrom(cfg: { initial_cpu_allocation_ratio: number; initial_ram_allocation_ratio: number; initial_disk_allocation_ratio: number }): InitialRatios {
+  return { VCPU: cfg.initial_cpu_allocation_ratio, MEMORY_MB: cfg.initial_ram_allocation_ratio, DISK_GB: cfg.initial_disk_allocation_ratio };
+}
+
+export class ResourceTracker {
+  readonly view = new PlacementView();
+  readonly ownership: Ownership;
+  readonly names = new KnownNames();
+  private readonly syncer: Syncer;
+  private readonly cycle = new Mutex();
+
+  constructor(private readonly deps: TrackerDeps) {
+    this.ownership = new Ownership(deps.statePath, deps.logger);
+    this.syncer = new Syncer({
+      api: deps.api,
+      view: this.view,
+      ownership: this.ownership,
+      names: this.names,
+      logger: deps.logger,
+      initialRatios: deps.initialRatios,
+      ...(deps.clock ? { clock: deps.clock } : {}),
+      ...(deps.random ? { random: deps.random } : {}),
+    });
+  }
+
+  get rootUuid(): string {
+    return this.deps.rootUuid;
+  }
+
+  /** Loads the ownership record. */
+  async init(): Promise<void> {
+    await this.ownership.load();
+  }
+
+  /** Forgets everything cached about Placement (SIGHUP, as nova does); the next cycle re-reads. */
+  clearCache(): void {
+    this.view.clear();
+    this.names.clear();
+  }
+
+  /**
+   * One cycle: list the tree, let the driver describe the host, sync. With `dryRun`, nothing is
+   * written and the result lists the writes the cycle would make.
+   * @throws SyncError
+   */
+  updateFromDriver(opts: { dryRun?: boolean } = {}): Promise<SyncResult> {
+    return this.cycle.runExclusive(() => this.runCycle(opts.dryRun ?? false));
+  }
+
+  private async runCycle(dryRun: boolean): Promise<SyncResult> {
+    const { driver, nodename, rootUuid } = this.deps;
+    const ctx = this.readContext();
+    ctx.stats.reads++;
+    await this.syncer.list(rootUuid);
+    // The driver compares its layout with the inventories it is given; read any not yet known.
+    for (const uuid of this.view.uuids()) {
+      if ((uuid === rootUuid || this.ownership.ownsProvider(uuid)) && !this.view.known(uuid, 'inventories')) {
+        await readAspect(ctx, uuid, 'inventories');
+      }
+    }
+    const root = { uuid: rootUuid, name: nodename };
+    let tree = treeForDriver(this.view, this.ownership, root);
+    let moves = await driver.updateProviderTree(tree, nodename);
+    if (moves.length > 0 && moves.every((m) => m.consumers === undefined)) {
+      const allocations = await this.allocationsOn(ctx, [...new Set(moves.map((m) => m.from))]);
+      if (Object.keys(allocations).length > 0) {
+        tree = treeForDriver(this.view, this.ownership, root);
+        moves = await driver.updateProviderTree(tree, nodename, allocations);
+      }
+    }
+    const result = await this.syncer.sync(tree, moves, { dryRun, listed: true });
+    return { ...result, stats: { ...result.stats, reads: result.stats.reads + ctx.stats.reads } };
+  }
+
+  /** Full allocations of every consumer holding anything on `providers`, as nova gives drivers. */
+  private async allocationsOn(ctx: SyncContext, providers: readonly string[]): Promise<AllocationsByConsumer> {
+    const consumers = new Set<string>();
+    for (const uuid of providers) {
+      if (!this.view.has(uuid)) continue;
+      const on = this.view.fresh(uuid, 'allocations') ?? (await readAspect(ctx, uuid, 'allocations'));
+      for (const c of Object.keys(on)) consumers.add(c);
+    }
+    const out: Record<string, ConsumerAllocations> = {};
+    for (const c of [...consumers].sort()) {
+      ctx.stats.reads++;
+      const a = await this.deps.api.consumerAllocations(c);
+      out[c] = Object.fromEntries(Object.entries(a.allocations).map(([rp, v]) => [rp, v.resources]));
+    }
+    return out;
+  }
+
+  private readContext(): SyncContext {
+    return {
+      api: this.deps.api,
+      sink: new RecordedWrites(),
+      view: this.view,
+      ownership: this.ownership,
+      logger: this.deps.logger,
+      clock: { now: () => 0, sleep: () => Promise.resolve() },
+      random: Math.random,
+      initialRatios: this.deps.initialRatios,
+      conflictAttempts: 1,
+      stats: { reads: 0, writes: 0, conflicts: 0 },
+      problems: [],
+      writes: [],
+    };
+  }
+}
