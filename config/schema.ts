@@ -11,6 +11,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import {
   absPath,
+  auditIntervalType,
   bool,
   choice,
   float,
@@ -107,10 +108,13 @@ export const defaultSection = z.object({
   initial_cpu_allocation_ratio: initialRatio('CPU', '4.0'),
   initial_ram_allocation_ratio: initialRatio('RAM', '1.0'),
   initial_disk_allocation_ratio: initialRatio('DISK', '1.0'),
-  update_resources_interval: option(int(), {
-    help: 'Seconds between audits (rediscover, sync Placement, check allocations). 0 means the default of 60; a negative value disables the periodic audit.',
+  update_resources_interval: option(auditIntervalType(), {
+    help:
+      'Seconds between audits (rediscover, sync Placement, check allocations). 0 means the default of 60; a negative value ' +
+      'disables the periodic audit. The interval must divide a minute, an hour or a day evenly (cron steps); each host ' +
+      'runs at its own offset within it, so a fleet does not audit in the same second.',
     default: '0',
-    expected: 'an integer (seconds)',
+    expected: 'an integer that divides 60, 3600 or 86400 evenly (e.g. 30, 60, 120, 300), 0 for 60, or negative to disable',
   }),
   graceful_shutdown_timeout: option(int(0), {
     help: 'Seconds a SIGTERM waits for operations in flight before the agent exits; 0 waits forever.',
@@ -185,6 +189,14 @@ export const placementSection = z.object({
 });
 
 export const computeSection = z.object({
+  heal_allocations: option(choice(['report', 'heal'] as const), {
+    help:
+      'What the audit does when allocations on this host do not match its instances: report logs orphaned and missing ' +
+      'allocations; heal also removes orphaned ones from this host and writes missing ones. Consumers with an operation ' +
+      'in flight are never touched.',
+    default: 'report',
+    expected: 'report or heal',
+  }),
   resource_provider_association_refresh: option(int(0), {
     help: 'Seconds between forced refreshes of cached traits, aggregates and inventories of our providers; 0 disables the forced refresh (a 409 still refreshes).',
     default: '300',

@@ -152,3 +152,15 @@ export const hostName = (): z.ZodType<string, string> =>
     const v = raw.trim();
     return /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(v) && v.length <= 255 ? v : fail(ctx, 'not a valid host name');
   });
+
+/**
+ * The audit interval: an integer; positive values must be expressible as a cron step (divide a
+ * minute, an hour or a day evenly). 0 and negative values pass (default and disabled).
+ */
+export const auditIntervalType = (): z.ZodType<number, string> =>
+  int().transform((n, ctx) => {
+    if (n <= 0) return n;
+    const even =
+      (n <= 60 && 60 % n === 0) || (n % 60 === 0 && n <= 3600 && 3600 % n === 0) || (n % 3600 === 0 && 86400 % n === 0);
+    return even ? n : fail(ctx, 'cannot be scheduled evenly');
+  });

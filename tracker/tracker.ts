@@ -15,7 +15,8 @@ import type { PlacementApi } from './placement/api';
 import type { ProviderTree } from './tree/provider-tree';
 import type { AllocationsByConsumer, ConsumerAllocations, MoveInstruction } from './tree/types';
 import type { SyncResult } from './sync/context';
-import { readAspect, type SyncContext } from './sync/context';
+import { readAspect, SyncError, type SyncContext } from './sync/context';
+import { PlacementError } from './placement/errors';
 import type { InitialRatios } from './sync/diff';
 import { treeForDriver } from './sync/driver-tree';
 import { KnownNames } from './sync/names';
@@ -23,6 +24,7 @@ import { Ownership } from './sync/ownership';
 import { Syncer } from './sync/syncer';
 import { PlacementView } from './sync/view';
 import { RecordedWrites } from './sync/writes';
+import { ClaimBook } from './claims';
 
 /** What the tracker needs from a virt driver. */
 export interface TreeSource {
@@ -57,11 +59,13 @@ export class ResourceTracker {
   readonly view = new PlacementView();
   readonly ownership: Ownership;
   readonly names = new KnownNames();
+  readonly claims: ClaimBook;
   private readonly syncer: Syncer;
   private readonly cycle = new Mutex();
 
   constructor(private readonly deps: TrackerDeps) {
     this.ownership = new Ownership(deps.statePath, deps.logger);
+    this.claims = new ClaimBook(this.view, deps.clock ? () => deps.clock?.now() ?? Date.now() : Date.now);
     this.syncer = new Syncer({
       api: deps.api,
       view: this.view,
@@ -95,7 +99,14 @@ export class ResourceTracker {
    * @throws SyncError
    */
   updateFromDriver(opts: { dryRun?: boolean } = {}): Promise<SyncResult> {
-    return this.cycle.runExclusive(() => this.runCycle(opts.dryRun ?? false));
+    return this.cycle.runExclusive(async () => {
+      try {
+        return await this.runCycle(opts.dryRun ?? false);
+      } catch (e) {
+        if (e instanceof SyncError || !(e instanceof PlacementError)) throw e;
+        throw new SyncError(`sync with Placement at ${await this.deps.api.endpoint().catch(() => '?')} failed: ${e.message}`, { cause: e });
+      }
+    });
   }
 
   private async runCycle(dryRun: boolean): Promise<SyncResult> {
@@ -121,6 +132,28 @@ export class ResourceTracker {
     }
     const result = await this.syncer.sync(tree, moves, { dryRun, listed: true });
     return { ...result, stats: { ...result.stats, reads: result.stats.reads + ctx.stats.reads } };
+  }
+
+  /**
+   * Reads the allocations of every provider of ours whose generation moved since they were last
+   * read (none in a quiet period), updates the claims, and returns consumer -> our providers it uses.
+   */
+  refreshAllocations(): Promise<Map<string, Set<string>>> {
+    return this.cycle.runExclusive(async () => {
+      const ctx = this.readContext();
+      const out = new Map<string, Set<string>>();
+      for (const uuid of this.view.uuids()) {
+        if (uuid !== this.deps.rootUuid && !this.ownership.ownsProvider(uuid)) continue;
+        const on = this.view.fresh(uuid, 'allocations') ?? (await readAspect(ctx, uuid, 'allocations'));
+        this.claims.reconcile(uuid, on);
+        for (const c of Object.keys(on)) {
+          const s = out.get(c) ?? new Set<string>();
+          s.add(uuid);
+          out.set(c, s);
+        }
+      }
+      return out;
+    });
   }
 
   /** Full allocations of every consumer holding anything on `providers`, as nova gives drivers. */
