@@ -1,0 +1,45 @@
+/**
+ * `npm run bench [-- --quick] [-- --only name,...]`: runs every scenario, writes
+ * `bench/results/<name>.json` and `bench/results/latest.md`, and prints the table. `--quick` is a
+ * CI-sized smoke run that proves the scenarios work and says nothing about speed.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { machine, markdownTable, RESULTS_DIR, writeResult, type BenchOptions, type BenchResult } from './lib';
+import { runPlacementSyncBench } from './placement-sync';
+
+type Scenario = (opts: BenchOptions) => Promise<BenchResult>;
+
+/** Every scenario by name; add new ones here. */
+export const SCENARIOS: Readonly<Record<string, Scenario>> = {
+  'placement-sync': runPlacementSyncBench,
+};
+
+async function main(): Promise<void> {
+  const quick = process.argv.includes('--quick');
+  const onlyArg = process.argv.find((a) => a.startsWith('--only='));
+  const only = onlyArg ? onlyArg.slice('--only='.length).split(',') : Object.keys(SCENARIOS);
+  const unknown = only.filter((n) => !SCENARIOS[n]);
+  if (unknown.length) throw new Error(`unknown scenario(s): ${unknown.join(', ')}; known: ${Object.keys(SCENARIOS).join(', ')}`);
+  const sections: string[] = [];
+  const m = machine();
+  const header = `Measured ${new Date().toISOString().slice(0, 10)} on ${m.cpus} x ${m.model}, ${m.memory_gb} GB, Node ${m.node}${quick ? ' (--quick: smoke sizes, not for comparison)' : ''}.`;
+  for (const name of only) {
+    const scenario = SCENARIOS[name];
+    if (!scenario) continue;
+    process.stderr.write(`bench: ${name}...\n`);
+    const t0 = Date.now();
+    const result = await scenario({ quick });
+    writeResult(result);
+    sections.push(`### ${name}\n\n${markdownTable(result.rows)}\n`);
+    process.stderr.write(`bench: ${name} done in ${Math.round((Date.now() - t0) / 1000)} s\n`);
+  }
+  const md = `${header}\n\nReproduce: \`npm run bench${quick ? ' -- --quick' : ''}\`\n\n${sections.join('\n')}`;
+  writeFileSync(join(RESULTS_DIR, quick ? 'latest-quick.md' : 'latest.md'), md);
+  console.log(md);
+}
+
+main().catch((e: unknown) => {
+  console.error(`bench: ${e instanceof Error ? e.message : String(e)}`);
+  process.exitCode = 1;
+});
