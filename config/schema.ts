@@ -19,6 +19,7 @@ import {
   httpUrl,
   int,
   list,
+  listenAddress,
   nonEmpty,
   optFloat,
   option,
@@ -231,11 +232,20 @@ export const rabbitSection = z.object({
   }),
 });
 
+export const metricsSection = z.object({
+  listen: option(listenAddress(), {
+    help: 'Address of the HTTP endpoint serving /metrics (Prometheus) and /healthz; empty disables it. Keep it on loopback or a management network: it has no authentication.',
+    default: '127.0.0.1:9180',
+    expected: 'host:port (e.g. 127.0.0.1:9180), or empty',
+  }),
+});
+
 export const configSchema = z.object({
   DEFAULT: defaultSection,
   placement: placementSection,
   compute: computeSection,
   oslo_messaging_rabbit: rabbitSection,
+  metrics: metricsSection,
 });
 
 /** The validated, typed configuration the agent runs with. */

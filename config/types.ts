@@ -164,3 +164,12 @@ export const auditIntervalType = (): z.ZodType<number, string> =>
       (n <= 60 && 60 % n === 0) || (n % 60 === 0 && n <= 3600 && 3600 % n === 0) || (n % 3600 === 0 && 86400 % n === 0);
     return even ? n : fail(ctx, 'cannot be scheduled evenly');
   });
+
+/** `host:port` or `[v6]:port` to listen on; empty means disabled. */
+export const listenAddress = (): z.ZodType<string | undefined, string> =>
+  z.string().transform((raw, ctx) => {
+    const v = raw.trim();
+    if (v === '') return undefined;
+    const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\s]+)):(\d{1,5})$/.exec(v);
+    return m && Number(m[3]) <= 65535 ? v : fail(ctx, 'not host:port');
+  });

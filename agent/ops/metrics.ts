@@ -1,0 +1,88 @@
+/**
+ * The agent's Prometheus metrics, in a registry of its own (never prom-client's global one, so
+ * tests and embedded agents stay isolated). Components report through the narrow methods here;
+ * nothing else imports prom-client.
+ *
+ * Series (prefix `compute_agent_`): Placement requests by method, route and status; 409s by kind;
+ * sync and audit durations; age of the last good audit; reshapes; RPC messages by method and
+ * outcome; operations in flight; instances by state; plus Node's default process metrics, which
+ * include event-loop lag (`nodejs_eventloop_lag_seconds`), the signal of a blocking probe.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+export type ConflictKind = 'provider' | 'consumer';
+
+export class AgentMetrics {
+  readonly registry = new Registry();
+  private readonly placementRequests: Counter<'method' | 'route' | 'status'>;
+  private readonly placementSeconds: Histogram<'method'>;
+  private readonly conflicts: Counter<'kind'>;
+  private readonly syncSeconds: Histogram<'outcome'>;
+  private readonly auditSeconds: Histogram<'outcome'>;
+  private readonly reshapes: Counter;
+  private readonly rpcMessages: Counter<'method' | 'outcome'>;
+  private readonly inFlight: Gauge;
+  private readonly instances: Gauge<'state'>;
+  private lastAuditSuccess: number | undefined;
+
+  constructor(now: () => number = Date.now, defaults = true) {
+    const registers = [this.registry];
+    const p = 'compute_agent_';
+    this.placementRequests = new Counter({ name: `${p}placement_requests_total`, help: 'Placement requests by method, route and HTTP status (status "error" = no answer).', labelNames: ['method', 'route', 'status'], registers });
+    this.placementSeconds = new Histogram({ name: `${p}placement_request_seconds`, help: 'Placement request latency.', labelNames: ['method'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers });
+    this.conflicts = new Counter({ name: `${p}placement_conflicts_total`, help: '409 concurrent_update answers by kind (provider generation: routine after scheduler claims; consumer generation: fails the operation).', labelNames: ['kind'], registers });
+    this.syncSeconds = new Histogram({ name: `${p}sync_duration_seconds`, help: 'Duration of Placement sync cycles.', labelNames: ['outcome'], buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers });
+    this.auditSeconds = new Histogram({ name: `${p}audit_duration_seconds`, help: 'Duration of periodic audits.', labelNames: ['outcome'], buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60], registers });
+    this.reshapes = new Counter({ name: `${p}reshapes_total`, help: 'POST /reshaper calls that succeeded.', registers });
+    this.rpcMessages = new Counter({ name: `${p}rpc_messages_total`, help: 'RPC messages by method and outcome.', labelNames: ['method', 'outcome'], registers });
+    this.inFlight = new Gauge({ name: `${p}operations_in_flight`, help: 'Compute operations accepted and not yet finished.', registers });
+    this.instances = new Gauge({ name: `${p}instances`, help: 'Instances on this host by vm_state.', labelNames: ['state'], registers });
+    const self = this;
+    new Gauge({
+      name: `${p}audit_last_success_age_seconds`,
+      help: 'Seconds since the last audit that completed without error (-1: none yet).',
+      registers,
+      collect() {
+        this.set(self.lastAuditSuccess === undefined ? -1 : (now() - self.lastAuditSuccess) / 1000);
+      },
+    });
+    if (defaults) collectDefaultMetrics({ register: this.registry, prefix: p, eventLoopMonitoringPrecision: 10 });
+  }
+
+  placementRequest(method: string, route: string, status: number | 'error', seconds: number): void {
+    this.placementRequests.inc({ method, route, status: String(status) });
+    this.placementSeconds.observe({ method }, seconds);
+  }
+
+  conflict(kind: ConflictKind): void {
+    this.conflicts.inc({ kind });
+  }
+
+  sync(outcome: 'ok' | 'error', seconds: number, reshaped: boolean): void {
+    this.syncSeconds.observe({ outcome }, seconds);
+    if (reshaped) this.reshapes.inc();
+  }
+
+  audit(outcome: 'ok' | 'error', seconds: number, at: number): void {
+    this.auditSeconds.observe({ outcome }, seconds);
+    if (outcome === 'ok') this.lastAuditSuccess = at;
+  }
+
+  rpcMessage(method: string, outcome: string): void {
+    this.rpcMessages.inc({ method, outcome });
+  }
+
+  setInFlight(n: number): void {
+    this.inFlight.set(n);
+  }
+
+  setInstances(byState: Readonly<Record<string, number>>): void {
+    this.instances.reset();
+    for (const [state, n] of Object.entries(byState)) this.instances.set({ state }, n);
+  }
+
+  /** The exposition text and its content type. */
+  async render(): Promise<{ body: string; contentType: string }> {
+    return { body: await this.registry.metrics(), contentType: this.registry.contentType };
+  }
+}
