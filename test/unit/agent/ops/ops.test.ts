@@ -1,6 +1,6 @@
 import axios from 'axios';
 import { AgentMetrics } from '../../../../agent/ops/metrics';
-import { NoopNotifier, notifierFor, SystemdNotifier } from '../../../../agent/ops/notify';
+import { NoopNotifier, notifierFor, SystemdNotifier, type ServiceNotifier } from '../../../../agent/ops/notify';
 import { OpsServer, parseListen } from '../../../../agent/ops/server';
 import { WatchdogLoop } from '../../../../agent/ops/watchdog';
 import { captureLog } from '../../../helpers/placement';
@@ -93,7 +93,14 @@ describe('systemd notification', () => {
 
   test('keep-alives are withheld while a condition fails, and resume after', () => {
     const pings: number[] = [];
-    const notifier = { ...new NoopNotifier(), watchdogIntervalMs: 1000, watchdog: () => Promise.resolve(void pings.push(1)) };
+    const notifier: ServiceNotifier = {
+      enabled: true,
+      watchdogIntervalMs: 1000,
+      ready: () => Promise.resolve(),
+      stopping: () => Promise.resolve(),
+      status: () => Promise.resolve(),
+      watchdog: () => Promise.resolve(void pings.push(1)),
+    };
     let broker: string | undefined;
     const log = captureLog();
     const loop = new WatchdogLoop(notifier, [{ name: 'broker', failing: () => broker }], log.logger);
