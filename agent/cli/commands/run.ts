@@ -1,6 +1,7 @@
 /** `compute-agent run`: the daemon, until SIGTERM or SIGINT. */
 import { Option } from 'commander';
 import { secretsOf } from '../../../config/loader';
+import { insecureConfigFiles } from '../../../config/permissions';
 import { placementFromConfig } from '../../../tracker/placement/factory';
 import { Daemon } from '../../daemon';
 import { createLogger } from '../../logging/logger';
@@ -12,9 +13,16 @@ export const runCommand: CommandModule = (program, ctx) => {
     .command('run')
     .description('run the agent until SIGTERM or SIGINT')
     .addOption(new Option('--connect-attempts <n>', 'attempts per dependency at start-up').default('5'))
-    .action(async (opts: { connectAttempts: string }, cmd) => {
+    .option('--allow-insecure-config', 'start even when a config file holding secrets is readable by every user')
+    .action(async (opts: { connectAttempts: string; allowInsecureConfig?: boolean }, cmd) => {
       const loaded = ctx.load(cmd);
       const { config } = loaded;
+      const insecure = insecureConfigFiles(loaded.files);
+      if (insecure.length > 0 && !opts.allowInsecureConfig) {
+        for (const line of insecure) ctx.io.err(line);
+        ctx.setExitCode(2);
+        return;
+      }
       const attempts = Number(opts.connectAttempts);
       if (!Number.isInteger(attempts) || attempts < 1) {
         ctx.io.err(`--connect-attempts = ${JSON.stringify(opts.connectAttempts)}: expected an integer >= 1`);
@@ -27,6 +35,7 @@ export const runCommand: CommandModule = (program, ctx) => {
         base: { host: config.DEFAULT.host },
       });
       for (const w of loaded.warnings) logger.warn(w);
+      for (const line of insecure) logger.warn(line);
       logger.info({ files: loaded.files, version: packageVersion() }, 'configuration loaded');
       const daemon = new Daemon({ config, logger, placement: placementFromConfig(config), startupAttempts: attempts });
       const stop = ctx.io.stopSignal();

@@ -40,6 +40,7 @@ function config(placement: string): string {
     file,
     `[DEFAULT]\nhost = it-run-host\nstate_path = ${dir}\ntransport_url = ${TRANSPORT_URL}\n` +
       `[placement]\nendpoint_override = ${placement}\npassword = ${PASSWORD}\n`,
+    { mode: 0o600 },
   );
   return file;
 }

@@ -1,7 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runCli, type CliIo } from '../../../../agent/cli/program';
+import { insecureConfigFiles } from '../../../../config/permissions';
 
 function io(env: Record<string, string> = {}): CliIo & { outLines: string[]; errLines: string[] } {
   const outLines: string[] = [];
@@ -73,5 +74,27 @@ describe('compute-agent CLI', () => {
     const t = io();
     expect(await runCli(['run', '--config-file', good, '--connect-attempts', 'zero'], t)).toBe(2);
     expect(t.errLines[0]).toContain('--connect-attempts');
+  });
+});
+
+describe('config files holding secrets', () => {
+  test('run refuses a world-readable file with a password, naming file, mode and option', async () => {
+    const f = write('secret.conf', '[placement]\npassword = hunter2-long\n');
+    chmodSync(f, 0o644);
+    const t = io();
+    expect(await runCli(['run', '--config-file', f], t)).toBe(2);
+    expect(t.errLines).toEqual([expect.stringContaining(`config file ${f} is readable by every user (mode 0644) and holds placement.password`)]);
+    expect(t.errLines.join('')).not.toContain('hunter2-long');
+  });
+
+  test('a file without secrets, or a 0640 one, is fine; a transport_url without password is no secret', async () => {
+    const open = write('open.conf', '[DEFAULT]\nhost = h\ntransport_url = rabbit://127.0.0.1:5672/\n');
+    chmodSync(open, 0o644);
+    const closed = write('closed.conf', '[DEFAULT]\ntransport_url = rabbit://u:pw@h/\n');
+    chmodSync(closed, 0o640);
+    const leaky = write('leaky.conf', '[DEFAULT]\ntransport_url = rabbit://u:pw@h/\n');
+    chmodSync(leaky, 0o604);
+    expect(insecureConfigFiles([open, closed])).toEqual([]);
+    expect(insecureConfigFiles([leaky])).toEqual([expect.stringContaining('holds DEFAULT.transport_url')]);
   });
 });
