@@ -152,3 +152,18 @@ export const hostName = (): z.ZodType<string, string> =>
     const v = raw.trim();
     return /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(v) && v.length <= 255 ? v : fail(ctx, 'not a valid host name');
   });
+
+/**
+ * oslo's ListOpt whose every item must match `item` (e.g. `physnet:ifname`); `what` names one
+ * item's form in the error ("physnet:interface").
+ */
+export function patternList(item: RegExp, what: string): z.ZodType<string[], string> {
+  return z.string().transform((raw, ctx) => {
+    const items = raw
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
+    const bad = items.find((s) => !item.test(s));
+    return bad === undefined ? items : fail(ctx, `item ${JSON.stringify(bad)} is not of the form ${what}`);
+  });
+}
