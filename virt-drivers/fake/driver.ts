@@ -2,8 +2,9 @@
  * The `fake` virt driver: a real provider tree, simulated instances.
  *
  * Inventory comes from the real host probes (`host/`), or, when `[fake] host_file` is set, from a
- * YAML/JSON host file that is re-read whenever it changes, so editing it at run time produces
- * reshape scenarios (switch vGPU layout, split a NIC, rename a device, add sharing storage).
+ * YAML/JSON host file read on every pass (parsed again when it changed), so editing it at run
+ * time produces reshape scenarios (split a NIC, rename a device, add sharing storage; a restart
+ * with another `vgpu_provider_layout` moves vGPUs between the root and the GPUs).
  * Instances live in memory (`hypervisor.ts`); every lifecycle method can be delayed or failed on
  * purpose (`faults`). The tree is laid out exactly as a real driver would (`layout/`).
  *
@@ -52,7 +53,7 @@ export class FakeDriver implements VirtDriver {
   private readonly layout: LayoutOptions;
   private readonly lineages = new Map<string, string>();
   private readonly speeds = new SpeedMemory();
-  private hostFile: { mtimeMs: number; size: number; data: HostFileData } | undefined;
+  private hostFile: { content: string; data: HostFileData } | undefined;
   private sharedAggregate: string | undefined;
   private lastFacts: HostFacts | undefined;
   private startedAt: number;
@@ -244,20 +245,18 @@ export class FakeDriver implements VirtDriver {
     });
   }
 
-  /** Reads the host file when it changed since the last read. @throws HostFileError */
+  /** Reads the host file, parsing it again only when its content changed. @throws HostFileError */
   private async readHostFile(): Promise<HostFileData> {
     const file = this.ctx.config.fake.host_file as string;
-    let stat;
     let content: string;
     try {
-      stat = await fsp.stat(file);
-      if (this.hostFile && this.hostFile.mtimeMs === stat.mtimeMs && this.hostFile.size === stat.size) return this.hostFile.data;
       content = await fsp.readFile(file, 'utf8');
     } catch (e) {
       throw new HostFileError(file, [`cannot be read (${(e as NodeJS.ErrnoException).code ?? String(e)})`], { cause: e });
     }
+    if (this.hostFile?.content === content) return this.hostFile.data;
     const data = parseHostFile(file, content);
-    this.hostFile = { mtimeMs: stat.mtimeMs, size: stat.size, data };
+    this.hostFile = { content, data };
     return data;
   }
 

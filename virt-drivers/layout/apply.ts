@@ -70,6 +70,11 @@ function sides(tree: ProviderTree, uuids: string[], lineage: (uuid: string, name
   return out;
 }
 
+function sharingSide(tree: ProviderTree, uuid: string): MoveSide {
+  const d = tree.data(uuid);
+  return { uuid, name: d.name, lineage: 'sharing', inventories: d.inventories };
+}
+
 /** Decides, for each planned child, the existing provider it takes over (if any). */
 function claim(tree: ProviderTree, root: string, nodename: string, plan: HostPlan): Map<ChildPlan, string | undefined> {
   const owned = new Map(ownedChildren(tree, root, nodename).map((c) => [c.uuid, c]));
@@ -152,7 +157,7 @@ export function applyPlan(input: ApplyInput): ApplyResult {
     root,
     ...(input.allocations ? { allocations: input.allocations } : {}),
     ...(input.locate ? { locate: input.locate } : {}),
-    ...(plan.diskGbProvider ? { diskGbProvider: plan.diskGbProvider } : {}),
+    ...(plan.diskGbProvider ? { diskGbProvider: sharingSide(tree, plan.diskGbProvider) } : {}),
   });
   return { moves, warnings: [...warnings, ...moveWarnings] };
 }

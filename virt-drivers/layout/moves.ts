@@ -35,7 +35,7 @@ export interface MoveInput {
   readonly locate?: Locator;
   /** The root's uuid, and the sharing provider now serving its DISK_GB, if any. */
   readonly root: string;
-  readonly diskGbProvider?: string;
+  readonly diskGbProvider?: MoveSide;
 }
 
 const ROOT_CLASSES = new Set(['VCPU', 'MEMORY_MB', 'DISK_GB']);
@@ -47,7 +47,7 @@ export function capacity(rec: InventoryRecord | undefined): number {
 }
 
 function related(a: MoveSide, b: MoveSide, rc: string, input: MoveInput): boolean {
-  if (rc === 'DISK_GB' && a.uuid === input.root && b.uuid === input.diskGbProvider) return true;
+  if (rc === 'DISK_GB' && a.uuid === input.root && b.uuid === input.diskGbProvider?.uuid) return true;
   if (!a.lineage || !b.lineage) return false;
   if (a.lineage === b.lineage) return true;
   const pair = [a.lineage, b.lineage];
@@ -65,25 +65,25 @@ interface Flow {
 
 function flowsFor(rc: string, input: MoveInput): Flow[] {
   const ids = [...new Set([...input.before.keys(), ...input.after.keys()])];
-  const side = (u: string): MoveSide => (input.after.get(u) ?? input.before.get(u)) as MoveSide;
+  const sharing = input.diskGbProvider;
+  const side = (u: string): MoveSide => (input.after.get(u) ?? input.before.get(u) ?? (u === sharing?.uuid ? sharing : undefined)) as MoveSide;
   const total = (m: ReadonlyMap<string, MoveSide>, u: string): number => m.get(u)?.inventories[rc]?.total ?? 0;
   const byName = (a: string, b: string): number => side(a).name.localeCompare(side(b).name);
   const loss = new Map(ids.map((u) => [u, total(input.before, u) - total(input.after, u)] as const).filter(([, d]) => d > 0));
   const gain = new Map(ids.map((u) => [u, total(input.after, u) - total(input.before, u)] as const).filter(([, d]) => d > 0));
   const rootLoss = loss.get(input.root) ?? 0;
-  const sharing = input.diskGbProvider;
-  if (rc === 'DISK_GB' && sharing && rootLoss > 0 && total(input.after, input.root) === 0) gain.set(sharing, rootLoss);
+  if (rc === 'DISK_GB' && sharing && rootLoss > 0 && total(input.after, input.root) === 0) gain.set(sharing.uuid, rootLoss);
   const flows: Flow[] = [];
   for (const from of [...loss.keys()].sort(byName)) {
     for (const to of [...gain.keys()].sort(byName)) {
       const left = loss.get(from) ?? 0;
       const room = gain.get(to) ?? 0;
-      const target = to === sharing ? input.before.get(to) ?? input.after.get(to) : side(to);
-      if (left <= 0 || room <= 0 || !target || !related(side(from), target, rc, input)) continue;
+      if (left <= 0 || room <= 0 || !related(side(from), side(to), rc, input)) continue;
       const amount = Math.min(left, room);
       loss.set(from, left - amount);
       gain.set(to, room - amount);
-      const roomForConsumers = to === sharing ? amount : Math.min(amount, capacity(input.after.get(to)?.inventories[rc]));
+      const sink = to === sharing?.uuid ? sharing : input.after.get(to);
+      const roomForConsumers = Math.min(amount, capacity(sink?.inventories[rc]));
       flows.push({ from, to, rc, amount, room: roomForConsumers, consumers: new Map() });
     }
   }
@@ -97,35 +97,47 @@ function usage(allocs: AllocationsByConsumer, provider: string, rc: string): Arr
     .sort(([a], [b]) => a.localeCompare(b));
 }
 
-function place(flows: Flow[], consumer: string, amount: number, prefer?: string): number {
-  const order = [...flows].sort((a, b) => (a.to === prefer ? -1 : b.to === prefer ? 1 : 0));
-  const whole = order.find((f) => f.room >= amount);
-  const targets = whole ? [whole] : order;
-  let left = amount;
-  for (const f of targets) {
-    const n = Math.min(left, f.room);
-    if (n <= 0) continue;
-    f.room -= n;
-    f.consumers.set(consumer, (f.consumers.get(consumer) ?? 0) + n);
-    left -= n;
-  }
-  return left;
-}
-
+/**
+ * Places the consumers of `source` for one class: hinted consumers go whole to the provider the
+ * driver says their devices are on; the rest are packed first-fit-decreasing, staying on the
+ * source when it still has room (fewest moves), else moving whole to the first sink with room,
+ * else split across the source and the sinks. What fits nowhere stays and is reported.
+ */
 function assignConsumers(source: string, rc: string, flows: Flow[], input: MoveInput, warnings: string[]): void {
   const allocs = input.allocations ?? {};
   for (const f of flows) f.room -= usage(allocs, f.to, rc).reduce((n, [, a]) => n + a, 0);
-  let room = capacity(input.after.get(source)?.inventories[rc]);
-  const leaving: Array<[string, number, string | undefined]> = [];
+  let stay = capacity(input.after.get(source)?.inventories[rc]);
+  const rest: Array<[string, number]> = [];
   for (const [consumer, amount] of usage(allocs, source, rc)) {
     const at = input.locate?.(consumer, rc, source);
-    if (at !== undefined && at !== source && flows.some((f) => f.to === at)) leaving.push([consumer, amount, at]);
-    else if (amount <= room) room -= amount;
-    else leaving.push([consumer, amount, undefined]);
+    const hinted = at === undefined || at === source ? undefined : flows.find((f) => f.to === at && f.room >= amount);
+    if (hinted) {
+      hinted.room -= amount;
+      hinted.consumers.set(consumer, amount);
+    } else rest.push([consumer, amount]);
   }
-  for (const [consumer, amount, prefer] of leaving) {
-    const unplaced = place(flows, consumer, amount, prefer);
-    if (unplaced > 0) warnings.push(`consumer ${consumer}: ${unplaced} ${rc} on ${source} fit nowhere after the change`);
+  rest.sort(([ca, a], [cb, b]) => b - a || ca.localeCompare(cb));
+  for (const [consumer, amount] of rest) {
+    if (amount <= stay) {
+      stay -= amount;
+      continue;
+    }
+    const whole = flows.find((f) => f.room >= amount);
+    if (whole) {
+      whole.room -= amount;
+      whole.consumers.set(consumer, amount);
+      continue;
+    }
+    let left = amount - Math.max(stay, 0);
+    stay = Math.max(stay - amount, 0);
+    for (const f of flows) {
+      const n = Math.min(left, f.room);
+      if (n <= 0) continue;
+      f.room -= n;
+      f.consumers.set(consumer, n);
+      left -= n;
+    }
+    if (left > 0) warnings.push(`consumer ${consumer}: ${left} ${rc} on ${source} fit nowhere after the change`);
   }
 }
 
