@@ -33,7 +33,8 @@ async function readId(path: string): Promise<string | undefined> {
   try {
     text = await fsp.readFile(path, 'utf8');
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined; // creating it will say what is wrong
     throw new ComputeIdError(path, `cannot be read (${(e as NodeJS.ErrnoException).code ?? String(e)})`, { cause: e });
   }
   const id = text.trim();

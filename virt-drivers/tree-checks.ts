@@ -16,7 +16,10 @@ const isInt = (n: unknown): n is number => typeof n === 'number' && Number.isInt
 function recordProblems(where: string, rc: string, r: InventoryRecord): string[] {
   const out: string[] = [];
   if (!isValidResourceClass(rc)) out.push(`${where}: ${rc} is neither a standard resource class nor CUSTOM_[A-Z0-9_]+`);
-  if (!isInt(r.total) || r.total < 1) out.push(`${where} ${rc}: total must be an integer >= 1 (omit the class instead), got ${r.total}`);
+  if (!isInt(r.total) || r.total < 1) {
+    out.push(`${where} ${rc}: total must be an integer >= 1 (omit the class instead), got ${r.total}`);
+    return out;
+  }
   const reserved = r.reserved ?? 0;
   if (!isInt(reserved) || reserved < 0 || reserved > r.total) out.push(`${where} ${rc}: reserved ${reserved} not in 0..total`);
   const min = r.min_unit ?? 1;

@@ -18,7 +18,7 @@ import type { AllocationsByConsumer, MoveInstruction } from '../../tracker/tree/
 import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type VirtDriver } from '../driver';
 import { DriverError, DriverInitError, InstanceExistsError, InstanceStateError, MigrationPreCheckError } from '../errors';
 import { discoverHost, type HostFacts } from '../host/discover';
-import { applyPlan } from '../layout/apply';
+import { applyPlan, RootProviderMissingError } from '../layout/apply';
 import { gpuProviderName } from '../layout/ids';
 import type { Locator } from '../layout/moves';
 import { SpeedMemory } from '../layout/nic';
@@ -77,7 +77,7 @@ export class FakeDriver implements VirtDriver {
     this.log.info({ host, source: this.ctx.config.fake.host_file ?? 'host probes' }, 'fake driver ready');
   }
 
-  async cleanupHost(): Promise<void> {
+  async cleanupHost(_host: string): Promise<void> {
     this.faults.clear();
   }
 
@@ -87,6 +87,7 @@ export class FakeDriver implements VirtDriver {
   }
 
   async updateProviderTree(tree: ProviderTree, nodename: string, allocations?: AllocationsByConsumer): Promise<MoveInstruction[]> {
+    if (!tree.exists(nodename)) throw new RootProviderMissingError(nodename);
     const facts = await this.hostFacts();
     this.applySharedStorage(tree, nodename, this.hostFile?.data.shared_storage);
     const plan = planHost({ nodename, facts, options: this.layout, tree, speeds: this.speeds });
@@ -116,8 +117,10 @@ export class FakeDriver implements VirtDriver {
   }
 
   async getHostUptime(): Promise<number> {
-    if (this.hostFile?.data.uptime_seconds !== undefined) return this.hostFile.data.uptime_seconds;
-    if (!this.ctx.config.fake.host_file) {
+    if (this.ctx.config.fake.host_file) {
+      const { uptime_seconds } = await this.readHostFile();
+      if (uptime_seconds !== undefined) return uptime_seconds;
+    } else {
       const raw = await this.ctx.fs.readValue('/proc/uptime');
       const seconds = Number(raw?.split(/\s+/)[0]);
       if (raw !== undefined && Number.isFinite(seconds)) return Math.floor(seconds);
@@ -162,7 +165,7 @@ export class FakeDriver implements VirtDriver {
     this.hypervisor.migrateIn(instance, opts.powerOn !== false);
   }
 
-  async confirmMigration(instance: InstanceRef): Promise<void> {
+  async confirmMigration(instance: InstanceRef, _migration: MigrationRef): Promise<void> {
     await this.faults.before('confirmMigration');
     this.hypervisor.confirm(instance);
   }
@@ -192,7 +195,7 @@ export class FakeDriver implements VirtDriver {
     return data;
   }
 
-  async liveMigration(instance: InstanceRef, dest: HostRef): Promise<void> {
+  async liveMigration(instance: InstanceRef, dest: HostRef, _data: LiveMigrateData): Promise<void> {
     const i = this.hypervisor.settled(instance, 'live migrate');
     i.task = 'migrating-out';
     try {
@@ -215,12 +218,12 @@ export class FakeDriver implements VirtDriver {
     i.abortRequested = true;
   }
 
-  async postLiveMigration(instance: InstanceRef): Promise<void> {
+  async postLiveMigration(instance: InstanceRef, _data: LiveMigrateData): Promise<void> {
     await this.faults.before('postLiveMigration');
     this.hypervisor.delete(instance.uuid);
   }
 
-  async postLiveMigrationAtDestination(instance: InstanceRef): Promise<void> {
+  async postLiveMigrationAtDestination(instance: InstanceRef, _data: LiveMigrateData): Promise<void> {
     await this.faults.before('postLiveMigrationAtDestination');
     const i = this.hypervisor.get(instance);
     if (i.task !== 'incoming') throw new InstanceStateError(i.uuid, i.task ?? i.powerState, 'finish an incoming live migration');
@@ -228,7 +231,7 @@ export class FakeDriver implements VirtDriver {
     i.powerState = 'RUNNING';
   }
 
-  async rollbackLiveMigrationAtDestination(instance: InstanceRef): Promise<void> {
+  async rollbackLiveMigrationAtDestination(instance: InstanceRef, _data: LiveMigrateData): Promise<void> {
     await this.faults.before('rollbackLiveMigrationAtDestination');
     if (this.hypervisor.find(instance.uuid)?.task === 'incoming') this.hypervisor.delete(instance.uuid);
   }

@@ -26,8 +26,12 @@ export class HostFileError extends DriverError {
   }
 }
 
-const count = (what: string) => z.number({ error: `expected ${what} (a whole number >= 0)` }).int({ error: `expected ${what} (a whole number >= 0)` }).min(0, { error: `expected ${what} (a whole number >= 0)` });
-const positive = (what: string) => count(what).min(1, { error: `expected ${what} (a whole number >= 1)` });
+const wholeNumber = (what: string, min: number) => {
+  const error = `expected ${what} (a whole number >= ${min})`;
+  return z.number({ error }).int({ error }).min(min, { error });
+};
+const count = (what: string) => wholeNumber(what, 0);
+const positive = (what: string) => wholeNumber(what, 1);
 const text = (what: string) => z.string({ error: `expected ${what} (a string)` }).min(1, { error: `expected ${what} (a non-empty string)` });
 const pciAddress = z
   .string({ error: 'expected a PCI address such as "0000:3b:00.0"' })

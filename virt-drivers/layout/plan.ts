@@ -39,6 +39,7 @@ export function hugepageTrait(sizeKb: number): string {
 
 /** The sharing provider (another root) serving DISK_GB to `root`'s aggregates, if any. */
 export function findDiskSharingProvider(tree: ProviderTree, root: string): string | undefined {
+  if (!tree.exists(root)) return undefined;
   const mine = new Set(tree.data(root).aggregates);
   if (mine.size === 0) return undefined;
   for (const uuid of tree.rootUuids()) {
