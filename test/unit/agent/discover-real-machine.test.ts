@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { mem } from 'systeminformation';
 import { runCli } from '../../../agent/cli/program';
 
 interface Out {
@@ -45,6 +46,9 @@ describe('discover on this machine', () => {
     const memTotalKb = Number(/^MemTotal:\s+(\d+) kB$/m.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1]);
     const memMb = inv.MEMORY_MB?.total ?? 0;
     expect(Math.abs(memMb - memTotalKb / 1024) / (memTotalKb / 1024)).toBeLessThan(0.01);
+    // systeminformation reads the same /proc/meminfo (asynchronously) and is accurate for the
+    // total: a second opinion, not a source (it cannot read a fixture tree).
+    expect(memMb).toBe(Math.floor((await mem()).total / 1024 / 1024));
 
     // instances_path does not exist: its nearest existing ancestor (the temp dir) is measured.
     const dfBytes = Number(execFileSync('df', ['-B1', '--output=size', dir], { encoding: 'utf8' }).trim().split('\n')[1]);

@@ -2,7 +2,7 @@
  * Probes on fixture trees, and how failures are reported: a hung tool is cut at its deadline and
  * the rest of the inventory still reports; "not present" differs from "failed".
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { silentLogger } from '../../../../agent/logging/logger';
@@ -179,5 +179,54 @@ describe('nvidia-smi absent or without MIG', () => {
     const host = loadFixtureHost('m60-mdev');
     await new FakeDriver(driverContext(host)).updateProviderTree(rootOnlyTree(host.config), 'vgpu-m60-03');
     expect(host.exec.calls.map((c) => c.args[0])).toEqual([expect.stringContaining('--query-gpu')]);
+  });
+});
+
+describe('nic probe roles', () => {
+  test('ports, SR-IOV VFs and switchdev representors are told apart; virtual interfaces are skipped', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'nicroles-'));
+    const w = (p: string, v: string): void => {
+      mkdirSync(join(root, p, '..'), { recursive: true });
+      writeFileSync(join(root, p), `${v}\n`);
+    };
+    const l = (p: string, target: string): void => {
+      mkdirSync(join(root, p, '..'), { recursive: true });
+      symlinkSync(target, join(root, p));
+    };
+    const pf = '/sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0';
+    const vf = '/sys/devices/pci0000:00/0000:00:02.0/0000:03:00.2';
+    for (const [dev, id] of [
+      [pf, '1015'],
+      [vf, '1016'],
+    ] as const) {
+      w(`${dev}/vendor`, '0x15b3');
+      w(`${dev}/device`, `0x${id}`);
+      w(`${dev}/class`, '0x020000');
+      l(`/sys/bus/pci/devices/${dev.split('/').pop()}`, join(root, dev));
+    }
+    w(`${pf}/sriov_totalvfs`, '8');
+    l(`${vf}/physfn`, join(root, pf));
+    for (const [ifname, dev, port] of [
+      ['enp3s0f0np0', pf, 'p0'],
+      ['enp3s0f0v0', vf, ''],
+      ['eth_rep0', pf, 'pf0vf0'],
+    ] as const) {
+      const node = `${dev}/net/${ifname}`;
+      w(`${node}/speed`, '25000');
+      if (port) w(`${node}/phys_port_name`, port);
+      l(`${node}/device`, join(root, dev));
+      l(`/sys/class/net/${ifname}`, join(root, node));
+    }
+    w('/sys/devices/virtual/net/br0/speed', '-1');
+    l('/sys/class/net/br0', join(root, '/sys/devices/virtual/net/br0'));
+    const facts = await discoverHost(
+      { ...env, fs: new RecordedSizesHostFs(root, {}), exec: new FakeExec() },
+      { instancesPath: '/', probeTimeoutMs: 1000, commandTimeoutMs: 100 },
+    );
+    expect(facts.nic.status === 'detected' && facts.nic.data.map((n) => [n.name, n.role, n.address, n.sriovTotalVfs])).toEqual([
+      ['enp3s0f0np0', 'port', '0000:03:00.0', 8],
+      ['enp3s0f0v0', 'vf', '0000:03:00.2', undefined],
+      ['eth_rep0', 'representor', '0000:03:00.0', 8],
+    ]);
   });
 });
