@@ -12,7 +12,10 @@
  * 3. NVIDIA GPUs bound to the `nvidia` driver: `nvidia-smi` (model, memory, compute capability,
  *    MIG mode and instances). If nvidia-smi is missing, fails or hangs, those GPUs are reported
  *    `incomplete` (their MIG state is unknown) and everything else still is.
- * 4. AMD (amdgpu) and Intel: the PCI device's `mem_info_vram_total` (bytes) and `product_name`.
+ * 4. AMD (amdgpu) and Intel (i915): the DRM card bound to the device (/sys/class/drm/card<N>,
+ *    matched by its `device` link): `device/mem_info_vram_total` and `device/product_name`
+ *    (amdgpu), `lmem_total_bytes` (i915 discrete). A GPU with no DRM card (vfio-pci) is still
+ *    reported, from its PCI ids alone.
  *
  * systeminformation's `graphics()` is not used: it scrapes `lspci -vvv` text (no numeric ids, VRAM
  * from the largest BAR), calls nvidia-smi with execFileSync and no timeout, runs dmidecode, xrandr
@@ -33,10 +36,29 @@ export function isDisplayClass(classCode: string): boolean {
   return classCode.startsWith('03');
 }
 
-async function amdOrIntelExtras(fs: HostFs, fn: PciFunction): Promise<Pick<GpuFacts, 'model' | 'memoryMb'>> {
-  const base = `${PCI_DEVICES}/${fn.address}`;
-  const [vram, product] = await Promise.all([fs.readValue(`${base}/mem_info_vram_total`), fs.readValue(`${base}/product_name`)]);
-  const bytes = vram !== undefined && /^\d+$/.test(vram) ? Number(vram) : undefined;
+const DRM = '/sys/class/drm';
+
+/** PCI address -> DRM card directory (`/sys/class/drm/card1`), for cards with a PCI device. */
+async function drmCards(fs: HostFs): Promise<Map<string, string>> {
+  const cards = (await fs.list(DRM)).filter((n) => /^card\d+$/.test(n));
+  const out = new Map<string, string>();
+  for (const card of cards) {
+    const device = await fs.resolveLink(`${DRM}/${card}/device`);
+    const address = device?.split('/').pop();
+    if (address && !out.has(address)) out.set(address, `${DRM}/${card}`);
+  }
+  return out;
+}
+
+async function drmExtras(fs: HostFs, card: string | undefined): Promise<Pick<GpuFacts, 'model' | 'memoryMb'>> {
+  if (!card) return {};
+  const [vram, lmem, product] = await Promise.all([
+    fs.readValue(`${card}/device/mem_info_vram_total`),
+    fs.readValue(`${card}/lmem_total_bytes`),
+    fs.readValue(`${card}/device/product_name`),
+  ]);
+  const raw = vram ?? lmem;
+  const bytes = raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : undefined;
   return {
     ...(product ? { model: product } : {}),
     ...(bytes ? { memoryMb: Math.floor(bytes / 1024 / 1024) } : {}),
@@ -72,6 +94,7 @@ export const gpuProbe: Probe<GpuFacts[]> = {
     if (addresses === undefined) return { detected: false, reason: `${PCI_DEVICES} does not exist` };
     const { gpus, mdev } = await candidates(fs, addresses);
     if (gpus.length === 0) return { detected: false, reason: 'no PCI display controller (class 03) besides the console' };
+    const cards = await drmCards(fs);
 
     const onNvidiaDriver = gpus.filter((g) => VENDORS[g.vendorId] === 'nvidia' && g.driver === 'nvidia');
     const { report, problem } = await nvidiaReport(env, onNvidiaDriver.length > 0);
@@ -91,7 +114,7 @@ export const gpuProbe: Probe<GpuFacts[]> = {
           ...(fn.driver ? { driver: fn.driver } : {}),
           mdevTypes,
         };
-        if (vendor !== 'nvidia') return { ...common, ...(await amdOrIntelExtras(fs, fn)) };
+        if (vendor !== 'nvidia') return { ...common, ...(await drmExtras(fs, cards.get(fn.address))) };
         if (fn.driver !== 'nvidia') return common;
         const row = byAddress.get(fn.address);
         if (!row) {

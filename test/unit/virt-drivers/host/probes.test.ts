@@ -230,3 +230,35 @@ describe('nic probe roles', () => {
     ]);
   });
 });
+
+describe('gpu probe: Intel through /sys/class/drm', () => {
+  test('an Intel Data Center GPU Flex: memory from the DRM card, no vendor tool run', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'intelgpu-'));
+    const w = (p: string, v: string): void => {
+      mkdirSync(join(root, p, '..'), { recursive: true });
+      writeFileSync(join(root, p), `${v}\n`);
+    };
+    const l = (p: string, target: string): void => {
+      mkdirSync(join(root, p, '..'), { recursive: true });
+      symlinkSync(join(root, target), join(root, p));
+    };
+    const dev = '/sys/devices/pci0000:00/0000:00:01.0/0000:4d:00.0';
+    w(`${dev}/vendor`, '0x8086');
+    w(`${dev}/device`, '0x56c0');
+    w(`${dev}/class`, '0x038000');
+    w(`${dev}/numa_node`, '1');
+    mkdirSync(join(root, '/sys/bus/pci/drivers/i915'), { recursive: true });
+    l(`${dev}/driver`, '/sys/bus/pci/drivers/i915');
+    l('/sys/bus/pci/devices/0000:4d:00.0', dev);
+    w(`${dev}/drm/card0/lmem_total_bytes`, String(16 * 1024 ** 3));
+    l(`${dev}/drm/card0/device`, dev);
+    l('/sys/class/drm/card0', `${dev}/drm/card0`);
+    const exec = new FakeExec();
+    const facts = await discoverHost({ ...env, fs: new RecordedSizesHostFs(root, {}), exec }, { instancesPath: '/', probeTimeoutMs: 1000, commandTimeoutMs: 100 });
+    expect(facts.gpu).toMatchObject({
+      status: 'detected',
+      data: [{ address: '0000:4d:00.0', vendor: 'intel', vendorId: '8086', deviceId: '56c0', driver: 'i915', numaNode: 1, memoryMb: 16384, mdevTypes: [] }],
+    });
+    expect(exec.calls).toEqual([]);
+  });
+});
