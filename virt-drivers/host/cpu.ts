@@ -25,20 +25,21 @@ interface CpuInfo {
   flags: string[];
 }
 
-/** The first processor block of /proc/cpuinfo, plus the number of processor blocks. */
+/**
+ * The first processor block of /proc/cpuinfo, plus the number of processor blocks. Only the first
+ * block is split into lines: on a big host the file is hundreds of kB of identical blocks.
+ */
 export function parseCpuInfo(text: string): CpuInfo {
   const info: CpuInfo = { processors: 0, flags: [] };
-  let first = true;
-  for (const line of text.split('\n')) {
+  for (let i = text.startsWith('processor') ? 0 : text.indexOf('\nprocessor'); i !== -1; i = text.indexOf('\nprocessor', i + 1)) {
+    info.processors += 1;
+  }
+  const end = text.search(/\n\s*\n/);
+  for (const line of (end === -1 ? text : text.slice(0, end)).split('\n')) {
     const idx = line.indexOf(':');
-    if (idx < 0) {
-      if (line.trim() === '' && info.processors > 0) first = false;
-      continue;
-    }
+    if (idx < 0) continue;
     const key = line.slice(0, idx).trim().toLowerCase();
     const value = line.slice(idx + 1).trim();
-    if (key === 'processor') info.processors += 1;
-    if (!first) continue;
     if (key === 'vendor_id') info.vendor = value;
     else if (key === 'model name') info.model = value;
     else if (key === 'flags' || key === 'features') info.flags = value.split(/\s+/).filter((f) => f !== '');

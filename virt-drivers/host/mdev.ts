@@ -9,6 +9,9 @@ import type { MdevTypeFacts } from './facts';
 import type { HostFs } from './host-fs';
 import { parseIntStrict } from './probe';
 
+/** Natural order (nvidia-9 before nvidia-10); one collator, built once. */
+const natural = new Intl.Collator('en', { numeric: true }).compare;
+
 export const MDEV_BUS = '/sys/class/mdev_bus';
 
 /** Parent device addresses that offer mediated devices. */
@@ -35,5 +38,5 @@ export async function readMdevTypes(fs: HostFs, address: string): Promise<MdevTy
       };
     }),
   );
-  return out.sort((a, b) => a.type.localeCompare(b.type, 'en', { numeric: true }));
+  return out.sort((a, b) => natural(a.type, b.type));
 }

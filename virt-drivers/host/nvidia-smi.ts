@@ -14,6 +14,9 @@ import type { MigProfileFacts } from './facts';
 import { normalizePciAddress } from './pci';
 import { ProbeDataError } from './probe';
 
+/** Natural order (nvidia-9 before nvidia-10); one collator, built once. */
+const natural = new Intl.Collator('en', { numeric: true }).compare;
+
 export const NVIDIA_SMI = 'nvidia-smi';
 
 /** Queried columns, in this order; the CSV parser relies on it. */
@@ -119,7 +122,7 @@ export function migProfilesByGpu(gis: GpuInstance[], withCi: Set<string>): Map<n
   for (const [gpu, perGpu] of counts) {
     out.set(
       gpu,
-      [...perGpu].map(([profile, count]) => ({ profile, count })).sort((a, b) => a.profile.localeCompare(b.profile, 'en', { numeric: true })),
+      [...perGpu].map(([profile, count]) => ({ profile, count })).sort((a, b) => natural(a.profile, b.profile)),
     );
   }
   return out;
