@@ -15,7 +15,8 @@ module.exports = {
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/test/unit/**/*.test.ts'],
+      // test/drivers: the virt-driver conformance suite (no servers needed).
+      testMatch: ['<rootDir>/test/unit/**/*.test.ts', '<rootDir>/test/drivers/**/*.test.ts'],
     },
     {
       ...common,

@@ -173,3 +173,18 @@ export const listenAddress = (): z.ZodType<string | undefined, string> =>
     const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\s]+)):(\d{1,5})$/.exec(v);
     return m && Number(m[3]) <= 65535 ? v : fail(ctx, 'not host:port');
   });
+
+/**
+ * oslo's ListOpt whose every item must match `item` (e.g. `physnet:ifname`); `what` names one
+ * item's form in the error ("physnet:interface").
+ */
+export function patternList(item: RegExp, what: string): z.ZodType<string[], string> {
+  return z.string().transform((raw, ctx) => {
+    const items = raw
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
+    const bad = items.find((s) => !item.test(s));
+    return bad === undefined ? items : fail(ctx, `item ${JSON.stringify(bad)} is not of the form ${what}`);
+  });
+}

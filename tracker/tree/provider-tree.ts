@@ -192,6 +192,21 @@ export class ProviderTree {
     return this.updateAggregates(ref, [...n.aggregates, ...aggregates]);
   }
 
+  /**
+   * Renames a provider, keeping its uuid, content and place in the tree (Placement renames with
+   * `PUT /resource_providers/{uuid}`). Returns whether the name changed.
+   * @throws ProviderNotFoundError, DuplicateProviderError when another provider has `name`
+   */
+  rename(ref: string, name: string): boolean {
+    const n = this.find(ref);
+    if (n.name === name) return false;
+    if (this.uuidByName.has(name)) throw new DuplicateProviderError(name);
+    this.uuidByName.delete(n.name);
+    n.name = name;
+    this.uuidByName.set(name, n.uuid);
+    return true;
+  }
+
   setGeneration(ref: string, generation: number | undefined): void {
     this.find(ref).generation = generation;
   }

@@ -1,0 +1,74 @@
+/**
+ * One discovery pass, as the tracker will run it at the start of each audit: load (or create) the
+ * compute node's uuid, create the root provider named after `[DEFAULT] host` in a fresh tree,
+ * build and init the configured driver, and let it fill the tree.
+ *
+ * It is: shared by `compute-agent discover`, the discovery benchmark and the tests that check the
+ * real machine. It is not: a Placement sync; the tree stays in memory.
+ */
+import type { AgentConfig } from '../config/schema';
+import { loadOrCreateComputeId } from '../tracker/identity';
+import { ProviderTree } from '../tracker/tree/provider-tree';
+import type { MoveInstruction } from '../tracker/tree/types';
+import type { VirtDriver } from '../virt-drivers/driver';
+import type { HostFacts } from '../virt-drivers/host/discover';
+import { ProcessExec, type Exec } from '../virt-drivers/host/exec';
+import { RootedHostFs, type HostFs } from '../virt-drivers/host/host-fs';
+import { builtinDrivers, type DriverRegistry } from '../virt-drivers/registry';
+import type { Logger } from './logging/logger';
+import { systemClock, type Clock } from './util/clock';
+
+export interface DiscoverOnceOptions {
+  readonly config: AgentConfig;
+  readonly logger: Logger;
+  readonly clock?: Clock;
+  readonly exec?: Exec;
+  readonly fs?: HostFs;
+  readonly registry?: DriverRegistry;
+  /** Use this root uuid instead of `<state_path>/compute_id` (benchmarks, tests). */
+  readonly rootUuid?: string;
+}
+
+export interface DiscoverOnceResult {
+  readonly tree: ProviderTree;
+  readonly rootUuid: string;
+  readonly moves: MoveInstruction[];
+  /** The facts behind the tree, when the driver exposes them. */
+  readonly facts?: HostFacts;
+}
+
+/** A driver that can show the facts behind its last tree (the built-in ones can). */
+interface FactsSource {
+  lastHostFacts(): HostFacts | undefined;
+}
+
+function hasFacts(d: VirtDriver): d is VirtDriver & FactsSource {
+  return typeof (d as Partial<FactsSource>).lastHostFacts === 'function';
+}
+
+/**
+ * Runs one pass.
+ * @throws ComputeIdError, UnknownDriverError, DriverInitError, and whatever the driver throws
+ */
+export async function discoverOnce(opts: DiscoverOnceOptions): Promise<DiscoverOnceResult> {
+  const { config } = opts;
+  const host = config.DEFAULT.host;
+  const rootUuid = opts.rootUuid ?? (await loadOrCreateComputeId(config.DEFAULT.state_path));
+  const driver = (opts.registry ?? builtinDrivers()).create(config.DEFAULT.compute_driver, {
+    config,
+    logger: opts.logger,
+    clock: opts.clock ?? systemClock,
+    exec: opts.exec ?? new ProcessExec(),
+    fs: opts.fs ?? new RootedHostFs('/'),
+  });
+  await driver.init(host);
+  try {
+    const tree = new ProviderTree();
+    tree.newRoot(host, rootUuid);
+    const moves = await driver.updateProviderTree(tree, host);
+    const facts = hasFacts(driver) ? driver.lastHostFacts() : undefined;
+    return { tree, rootUuid, moves, ...(facts ? { facts } : {}) };
+  } finally {
+    await driver.cleanupHost(host);
+  }
+}

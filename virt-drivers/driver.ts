@@ -1,0 +1,124 @@
+/**
+ * The virt-driver contract, after nova's `ComputeDriver` (`nova/virt/driver.py`).
+ *
+ * A driver owns discovery of its host and the shape of the compute node's provider subtree, and
+ * it runs instances. It never talks to Placement or AMQP: it tells (a tree, move instructions,
+ * instance state), the tracker and the compute manager write. Methods are async; none may block
+ * the event loop. Every driver must pass the conformance suite in `test/drivers/`.
+ *
+ * Lifecycle methods are named after nova's and called on the host nova calls them on (noted as
+ * "source" or "destination"). A method a driver cannot do throws `NotSupportedError`.
+ */
+import type { ProviderTree } from '../tracker/tree/provider-tree';
+import type { AllocationsByConsumer, MoveInstruction } from '../tracker/tree/types';
+import type {
+  Flavor,
+  HostRef,
+  InstanceInfo,
+  InstanceRef,
+  InstanceSpec,
+  LiveMigrateData,
+  MigrateDiskResult,
+  MigrationRef,
+} from './types';
+
+/** nova's capability flags that map to standard `COMPUTE_*` traits (`CAPABILITY_TRAITS_MAP`). */
+export const CAPABILITY_TRAITS = {
+  supports_attach_interface: 'COMPUTE_NET_ATTACH_INTERFACE',
+  supports_device_tagging: 'COMPUTE_DEVICE_TAGGING',
+  supports_tagged_attach_interface: 'COMPUTE_NET_ATTACH_INTERFACE_WITH_TAG',
+  supports_tagged_attach_volume: 'COMPUTE_VOLUME_ATTACH_WITH_TAG',
+  supports_extend_volume: 'COMPUTE_VOLUME_EXTEND',
+  supports_multiattach: 'COMPUTE_VOLUME_MULTI_ATTACH',
+  supports_trusted_certs: 'COMPUTE_TRUSTED_CERTS',
+  supports_accelerators: 'COMPUTE_ACCELERATORS',
+  supports_image_type_iso: 'COMPUTE_IMAGE_TYPE_ISO',
+  supports_image_type_qcow2: 'COMPUTE_IMAGE_TYPE_QCOW2',
+  supports_image_type_raw: 'COMPUTE_IMAGE_TYPE_RAW',
+  supports_migrate_to_same_host: 'COMPUTE_SAME_HOST_COLD_MIGRATE',
+  supports_secure_boot: 'COMPUTE_SECURITY_UEFI_SECURE_BOOT',
+  supports_socket_pci_numa_affinity: 'COMPUTE_SOCKET_PCI_NUMA_AFFINITY',
+} as const;
+
+export type DriverCapabilities = { readonly [K in keyof typeof CAPABILITY_TRAITS]?: boolean };
+
+/** Capability flags -> `{trait: present}` for every trait of the map (absent flags are false). */
+export function capabilityTraits(caps: DriverCapabilities): Record<string, boolean> {
+  const out: Record<string, boolean> = {};
+  for (const [flag, trait] of Object.entries(CAPABILITY_TRAITS)) out[trait] = caps[flag as keyof DriverCapabilities] === true;
+  return out;
+}
+
+/** Options of `powerOff`. */
+export interface PowerOffOptions {
+  /** Seconds to wait for a clean guest shutdown before forcing it off (0: force at once). */
+  readonly timeoutSec?: number;
+}
+
+export interface VirtDriver {
+  /** The registered name (`[DEFAULT] compute_driver`). */
+  readonly name: string;
+  readonly capabilities: DriverCapabilities;
+
+  /** Connects to the hypervisor and reads its state; called once before anything else. @throws DriverInitError */
+  init(host: string): Promise<void>;
+  /** Releases what `init` acquired; idempotent, never throws. */
+  cleanupHost(host: string): Promise<void>;
+
+  /**
+   * Makes `tree` say what the host has: the inventory and traits of the root named `nodename`
+   * (the tracker created it) and the children the driver owns; the tree is the caller's private
+   * copy, owned by the driver until it returns, and providers or traits the driver does not own
+   * are left alone. Returns where inventory moved if the subtree changed shape (empty when not);
+   * given `allocations` (consumer -> provider -> resources, for this tree), each move also says
+   * which consumers' allocations follow. Probe failures do not throw: the failed part is left as
+   * the tree had it.
+   * @throws RootProviderMissingError when the tree has no provider named `nodename`
+   */
+  updateProviderTree(tree: ProviderTree, nodename: string, allocations?: AllocationsByConsumer): Promise<MoveInstruction[]>;
+  /** `{trait: present}` for the capability traits the driver controls on the root; never throws. */
+  capabilitiesAsTraits(): Readonly<Record<string, boolean>>;
+  /** Every instance the hypervisor knows on this host, whatever nova thinks; never throws for an empty host. */
+  listInstances(): Promise<InstanceInfo[]>;
+  /** One instance's state. @throws InstanceNotFoundError */
+  getInfo(instance: InstanceRef): Promise<InstanceInfo>;
+  /** Seconds since the host booted. @throws DriverError when the host cannot say */
+  getHostUptime(): Promise<number>;
+
+  /** Creates and (with `powerOn`, the default) starts an instance; on failure nothing of it is left. @throws InstanceExistsError, DriverError */
+  spawn(instance: InstanceSpec, opts?: { readonly powerOn?: boolean }): Promise<void>;
+  /** Stops and deletes an instance and its local disks; idempotent (an absent instance is not an error). @throws DriverError */
+  destroy(instance: InstanceRef): Promise<void>;
+  /** Starts a stopped instance. @throws InstanceNotFoundError, InstanceStateError */
+  powerOn(instance: InstanceRef): Promise<void>;
+  /** Stops an instance, cleanly within `timeoutSec`, else forcibly. @throws InstanceNotFoundError, InstanceStateError */
+  powerOff(instance: InstanceRef, opts?: PowerOffOptions): Promise<void>;
+  /** Restarts an instance: `soft` asks the guest, `hard` resets it. @throws InstanceNotFoundError, InstanceStateError */
+  reboot(instance: InstanceRef, type: 'soft' | 'hard'): Promise<void>;
+
+  /** Source, cold migration: stops the instance and hands its disks over. @throws InstanceNotFoundError, DriverError */
+  migrateDiskAndPowerOff(instance: InstanceRef, migration: MigrationRef, flavor: Flavor): Promise<MigrateDiskResult>;
+  /** Destination, cold migration: builds the instance from the handed-over disks. @throws InstanceExistsError, DriverError */
+  finishMigration(instance: InstanceSpec, migration: MigrationRef, disk: MigrateDiskResult, opts?: { readonly powerOn?: boolean }): Promise<void>;
+  /** Source, cold migration confirmed: deletes what is left of the instance here. @throws DriverError */
+  confirmMigration(instance: InstanceRef, migration: MigrationRef): Promise<void>;
+  /** Source, cold migration reverted: brings the original instance back (destination calls `destroy`). @throws InstanceNotFoundError, DriverError */
+  finishRevertMigration(instance: InstanceRef, migration: MigrationRef, opts?: { readonly powerOn?: boolean }): Promise<void>;
+
+  /** Destination: whether this host can take the instance; returns data for the next steps. @throws MigrationPreCheckError */
+  checkCanLiveMigrateDestination(instance: InstanceSpec, source: HostRef): Promise<LiveMigrateData>;
+  /** Source: whether the instance can leave with that data. @throws MigrationPreCheckError, InstanceNotFoundError */
+  checkCanLiveMigrateSource(instance: InstanceRef, data: LiveMigrateData): Promise<LiveMigrateData>;
+  /** Destination: prepares to receive the instance (networks, disks, a paused shell). @throws InstanceExistsError, DriverError */
+  preLiveMigration(instance: InstanceSpec, data: LiveMigrateData): Promise<LiveMigrateData>;
+  /** Source: moves the running instance; resolves when it runs on `dest`, rejects if it still runs here. @throws InstanceNotFoundError, DriverError */
+  liveMigration(instance: InstanceRef, dest: HostRef, data: LiveMigrateData): Promise<void>;
+  /** Source: asks a running live migration to stop; resolves once `liveMigration` will reject. @throws InstanceNotFoundError, NotSupportedError */
+  liveMigrationAbort(instance: InstanceRef): Promise<void>;
+  /** Source, after success: removes what is left of the instance here. @throws DriverError */
+  postLiveMigration(instance: InstanceRef, data: LiveMigrateData): Promise<void>;
+  /** Destination, after success: makes the received instance a normal, running one. @throws InstanceNotFoundError, DriverError */
+  postLiveMigrationAtDestination(instance: InstanceRef, data: LiveMigrateData): Promise<void>;
+  /** Destination, after failure: removes what `preLiveMigration` created; idempotent. @throws DriverError */
+  rollbackLiveMigrationAtDestination(instance: InstanceRef, data: LiveMigrateData): Promise<void>;
+}

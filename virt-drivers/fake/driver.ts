@@ -1,0 +1,284 @@
+/**
+ * The `fake` virt driver: a real provider tree, simulated instances.
+ *
+ * Inventory comes from the real host probes (`host/`), or, when `[fake] host_file` is set, from a
+ * YAML/JSON host file read on every pass (parsed again when it changed), so editing it at run
+ * time produces reshape scenarios (split a NIC, rename a device, add sharing storage; a restart
+ * with another `vgpu_provider_layout` moves vGPUs between the root and the GPUs).
+ * Instances live in memory (`hypervisor.ts`); every lifecycle method can be delayed or failed on
+ * purpose (`faults`). The tree is laid out exactly as a real driver would (`layout/`).
+ *
+ * It is: the driver the agent runs on hosts without a hypervisor, and the reference the
+ * conformance suite is checked against. It is not: persistent; instances vanish with the process.
+ */
+import { promises as fsp } from 'node:fs';
+import type { Logger } from '../../agent/logging/logger';
+import type { ProviderTree } from '../../tracker/tree/provider-tree';
+import type { AllocationsByConsumer, MoveInstruction } from '../../tracker/tree/types';
+import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type VirtDriver } from '../driver';
+import { DriverError, DriverInitError, InstanceExistsError, InstanceStateError, MigrationPreCheckError } from '../errors';
+import { discoverHost, type HostFacts } from '../host/discover';
+import { applyPlan, RootProviderMissingError } from '../layout/apply';
+import { gpuProviderName } from '../layout/ids';
+import type { Locator } from '../layout/moves';
+import { SpeedMemory } from '../layout/nic';
+import { layoutOptionsFromConfig, type LayoutOptions } from '../layout/options';
+import { planHost, SHARES_VIA_AGGREGATE } from '../layout/plan';
+import type { DriverContext, Flavor, HostRef, InstanceInfo, InstanceRef, InstanceSpec, LiveMigrateData, MigrateDiskResult, MigrationRef } from '../types';
+import { FaultInjector } from './faults';
+import { assignGpu } from './gpu-assign';
+import { FakeHypervisor } from './hypervisor';
+import { HostFileError, hostFileFacts, parseHostFile, type HostFileData, type SharedStorageSpec } from './host-file';
+
+const CAPABILITIES: DriverCapabilities = {
+  supports_attach_interface: true,
+  supports_device_tagging: true,
+  supports_tagged_attach_interface: true,
+  supports_tagged_attach_volume: true,
+  supports_extend_volume: true,
+  supports_multiattach: true,
+  supports_trusted_certs: true,
+  supports_image_type_qcow2: true,
+  supports_image_type_raw: true,
+  supports_migrate_to_same_host: true,
+};
+
+export class FakeDriver implements VirtDriver {
+  readonly name = 'fake';
+  readonly capabilities = CAPABILITIES;
+  /** Arm delays and failures per lifecycle method. */
+  readonly faults: FaultInjector;
+  readonly hypervisor = new FakeHypervisor();
+  private readonly log: Logger;
+  private readonly layout: LayoutOptions;
+  private readonly lineages = new Map<string, string>();
+  private readonly speeds = new SpeedMemory();
+  private hostFile: { content: string; data: HostFileData } | undefined;
+  private sharedAggregate: string | undefined;
+  private lastFacts: HostFacts | undefined;
+  private startedAt: number;
+
+  constructor(private readonly ctx: DriverContext) {
+    this.log = ctx.logger.child({ driver: 'fake' });
+    this.faults = new FaultInjector(ctx.clock);
+    this.layout = layoutOptionsFromConfig(ctx.config, capabilityTraits(CAPABILITIES));
+    this.startedAt = ctx.clock.now();
+  }
+
+  async init(host: string): Promise<void> {
+    this.startedAt = this.ctx.clock.now();
+    if (this.ctx.config.fake.host_file) {
+      try {
+        await this.readHostFile();
+      } catch (e) {
+        throw new DriverInitError(e instanceof Error ? e.message : String(e), { cause: e });
+      }
+    }
+    this.log.info({ host, source: this.ctx.config.fake.host_file ?? 'host probes' }, 'fake driver ready');
+  }
+
+  async cleanupHost(_host: string): Promise<void> {
+    this.faults.clear();
+  }
+
+  /** The facts behind the last tree (for `discover --facts`). */
+  lastHostFacts(): HostFacts | undefined {
+    return this.lastFacts;
+  }
+
+  async updateProviderTree(tree: ProviderTree, nodename: string, allocations?: AllocationsByConsumer): Promise<MoveInstruction[]> {
+    if (!tree.exists(nodename)) throw new RootProviderMissingError(nodename);
+    const facts = await this.hostFacts();
+    this.applySharedStorage(tree, nodename, this.hostFile?.data.shared_storage);
+    const plan = planHost({ nodename, facts, options: this.layout, tree, speeds: this.speeds });
+    for (const note of plan.notes) this.log.warn(note);
+    const locate: Locator = (consumer, rc) => {
+      const gpu = this.hypervisor.find(consumer)?.gpu;
+      const name = gpu && rc !== 'VCPU' && rc !== 'MEMORY_MB' && rc !== 'DISK_GB' ? gpuProviderName(nodename, gpu) : undefined;
+      return name && tree.exists(name) ? tree.uuidOf(name) : undefined;
+    };
+    const { moves, warnings } = applyPlan({ tree, nodename, plan, lineages: this.lineages, locate, ...(allocations ? { allocations } : {}) });
+    for (const w of warnings) this.log.warn(w);
+    this.lastFacts = facts;
+    return moves;
+  }
+
+  capabilitiesAsTraits(): Readonly<Record<string, boolean>> {
+    return capabilityTraits(CAPABILITIES);
+  }
+
+  async listInstances(): Promise<InstanceInfo[]> {
+    return this.hypervisor.list();
+  }
+
+  async getInfo(instance: InstanceRef): Promise<InstanceInfo> {
+    const i = this.hypervisor.get(instance);
+    return { uuid: i.uuid, name: i.name, powerState: i.powerState };
+  }
+
+  async getHostUptime(): Promise<number> {
+    if (this.ctx.config.fake.host_file) {
+      const { uptime_seconds } = await this.readHostFile();
+      if (uptime_seconds !== undefined) return uptime_seconds;
+    } else {
+      const raw = await this.ctx.fs.readValue('/proc/uptime');
+      const seconds = Number(raw?.split(/\s+/)[0]);
+      if (raw !== undefined && Number.isFinite(seconds)) return Math.floor(seconds);
+    }
+    return Math.floor((this.ctx.clock.now() - this.startedAt) / 1000);
+  }
+
+  async spawn(instance: InstanceSpec, opts: { readonly powerOn?: boolean } = {}): Promise<void> {
+    await this.faults.before('spawn');
+    const gpu = assignGpu(instance, this.lastFacts, this.lineages, this.hypervisor, this.layout);
+    this.hypervisor.create(instance, opts.powerOn === false ? 'SHUTDOWN' : 'RUNNING', gpu ? { gpu } : {});
+  }
+
+  async destroy(instance: InstanceRef): Promise<void> {
+    await this.faults.before('destroy');
+    this.hypervisor.delete(instance.uuid);
+  }
+
+  async powerOn(instance: InstanceRef): Promise<void> {
+    await this.faults.before('powerOn');
+    this.hypervisor.powerOn(instance);
+  }
+
+  async powerOff(instance: InstanceRef, _opts: PowerOffOptions = {}): Promise<void> {
+    await this.faults.before('powerOff');
+    this.hypervisor.powerOff(instance);
+  }
+
+  async reboot(instance: InstanceRef, type: 'soft' | 'hard'): Promise<void> {
+    await this.faults.before('reboot');
+    this.hypervisor.reboot(instance, type);
+  }
+
+  async migrateDiskAndPowerOff(instance: InstanceRef, migration: MigrationRef, flavor: Flavor): Promise<MigrateDiskResult> {
+    await this.faults.before('migrateDiskAndPowerOff');
+    this.hypervisor.migrateOut(instance);
+    return { diskInfo: JSON.stringify({ instance: instance.uuid, migration: migration.uuid, root_gb: flavor.root_gb, ephemeral_gb: flavor.ephemeral_gb }) };
+  }
+
+  async finishMigration(instance: InstanceSpec, _migration: MigrationRef, _disk: MigrateDiskResult, opts: { readonly powerOn?: boolean } = {}): Promise<void> {
+    await this.faults.before('finishMigration');
+    this.hypervisor.migrateIn(instance, opts.powerOn !== false);
+  }
+
+  async confirmMigration(instance: InstanceRef, _migration: MigrationRef): Promise<void> {
+    await this.faults.before('confirmMigration');
+    this.hypervisor.confirm(instance);
+  }
+
+  async finishRevertMigration(instance: InstanceRef, _migration: MigrationRef, opts: { readonly powerOn?: boolean } = {}): Promise<void> {
+    await this.faults.before('finishRevertMigration');
+    this.hypervisor.revert(instance, opts.powerOn !== false);
+  }
+
+  async checkCanLiveMigrateDestination(instance: InstanceSpec, source: HostRef): Promise<LiveMigrateData> {
+    await this.faults.before('checkCanLiveMigrateDestination');
+    if (this.hypervisor.find(instance.uuid)) throw new MigrationPreCheckError(`instance ${instance.uuid} is already on this host`);
+    return { source_host: source.host, block_migration: false };
+  }
+
+  async checkCanLiveMigrateSource(instance: InstanceRef, data: LiveMigrateData): Promise<LiveMigrateData> {
+    await this.faults.before('checkCanLiveMigrateSource');
+    const i = this.hypervisor.settled(instance, 'live migrate');
+    if (i.powerState !== 'RUNNING' && i.powerState !== 'PAUSED') throw new MigrationPreCheckError(`instance ${i.uuid} is ${i.powerState}; only running or paused instances live migrate`);
+    return data;
+  }
+
+  async preLiveMigration(instance: InstanceSpec, data: LiveMigrateData): Promise<LiveMigrateData> {
+    await this.faults.before('preLiveMigration');
+    if (this.hypervisor.find(instance.uuid)) throw new InstanceExistsError(instance.uuid);
+    this.hypervisor.receive(instance);
+    return data;
+  }
+
+  async liveMigration(instance: InstanceRef, dest: HostRef, _data: LiveMigrateData): Promise<void> {
+    const i = this.hypervisor.settled(instance, 'live migrate');
+    i.task = 'migrating-out';
+    try {
+      await this.faults.before('liveMigration');
+    } catch (e) {
+      delete i.task;
+      throw e;
+    }
+    if (i.abortRequested) {
+      delete i.task;
+      delete i.abortRequested;
+      throw new DriverError(`live migration of ${i.uuid} to ${dest.host} aborted`);
+    }
+    i.task = 'migrated-out';
+  }
+
+  async liveMigrationAbort(instance: InstanceRef): Promise<void> {
+    const i = this.hypervisor.get(instance);
+    if (i.task !== 'migrating-out') throw new InstanceStateError(i.uuid, i.task ?? i.powerState, 'abort a live migration');
+    i.abortRequested = true;
+  }
+
+  async postLiveMigration(instance: InstanceRef, _data: LiveMigrateData): Promise<void> {
+    await this.faults.before('postLiveMigration');
+    this.hypervisor.delete(instance.uuid);
+  }
+
+  async postLiveMigrationAtDestination(instance: InstanceRef, _data: LiveMigrateData): Promise<void> {
+    await this.faults.before('postLiveMigrationAtDestination');
+    const i = this.hypervisor.get(instance);
+    if (i.task !== 'incoming') throw new InstanceStateError(i.uuid, i.task ?? i.powerState, 'finish an incoming live migration');
+    delete i.task;
+    i.powerState = 'RUNNING';
+  }
+
+  async rollbackLiveMigrationAtDestination(instance: InstanceRef, _data: LiveMigrateData): Promise<void> {
+    await this.faults.before('rollbackLiveMigrationAtDestination');
+    if (this.hypervisor.find(instance.uuid)?.task === 'incoming') this.hypervisor.delete(instance.uuid);
+  }
+
+  private async hostFacts(): Promise<HostFacts> {
+    const instancesPath = this.ctx.config.DEFAULT.instances_path;
+    if (this.ctx.config.fake.host_file) return hostFileFacts(await this.readHostFile(), instancesPath);
+    const c = this.ctx.config.compute;
+    return discoverHost(this.ctx, {
+      instancesPath,
+      probeTimeoutMs: c.probe_timeout * 1000,
+      commandTimeoutMs: c.probe_command_timeout * 1000,
+      disabled: c.disabled_host_probes,
+    });
+  }
+
+  /** Reads the host file, parsing it again only when its content changed. @throws HostFileError */
+  private async readHostFile(): Promise<HostFileData> {
+    const file = this.ctx.config.fake.host_file as string;
+    let content: string;
+    try {
+      content = await fsp.readFile(file, 'utf8');
+    } catch (e) {
+      throw new HostFileError(file, [`cannot be read (${(e as NodeJS.ErrnoException).code ?? String(e)})`], { cause: e });
+    }
+    if (this.hostFile?.content === content) return this.hostFile.data;
+    const data = parseHostFile(file, content);
+    this.hostFile = { content, data };
+    return data;
+  }
+
+  /** Joins the root to the host file's storage aggregate and creates the sharing provider it names. */
+  private applySharedStorage(tree: ProviderTree, nodename: string, spec: SharedStorageSpec | undefined): void {
+    if (!tree.exists(nodename)) return;
+    if (this.sharedAggregate && this.sharedAggregate !== spec?.aggregate) {
+      const keep = tree.data(nodename).aggregates.filter((a) => a !== this.sharedAggregate);
+      tree.updateAggregates(nodename, keep);
+      this.sharedAggregate = undefined;
+    }
+    if (!spec) return;
+    tree.addAggregates(nodename, spec.aggregate);
+    this.sharedAggregate = spec.aggregate;
+    const p = spec.provider;
+    if (!p) return;
+    if (!tree.exists(p.uuid)) tree.newRoot(p.name, p.uuid);
+    tree.updateInventory(p.uuid, { DISK_GB: { total: p.disk_gb, reserved: 0, min_unit: 1, max_unit: p.disk_gb, step_size: 1, allocation_ratio: 1.0 } });
+    tree.addTraits(p.uuid, SHARES_VIA_AGGREGATE);
+    tree.addAggregates(p.uuid, spec.aggregate);
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * The fake driver's hypervisor: instances in memory, with power states and the intermediate
+ * states of cold and live migration, checked the way a real hypervisor would refuse an operation.
+ *
+ * It is: a deterministic state machine the compute manager's tests drive through the fake
+ * driver. It is not: shared between hosts; a migration between two fake drivers is two
+ * hypervisors each doing their half, exactly as with real hosts.
+ */
+import { InstanceExistsError, InstanceNotFoundError, InstanceStateError } from '../errors';
+import type { Flavor, InstanceInfo, InstanceRef, InstanceSpec, PowerState } from '../types';
+
+/** Where an instance is in a move, if anywhere. */
+export type FakeTask = 'resized-away' | 'migrating-out' | 'migrated-out' | 'incoming';
+
+export interface FakeInstance {
+  readonly uuid: string;
+  readonly name: string;
+  powerState: PowerState;
+  task?: FakeTask;
+  flavor?: Flavor;
+  allocations: InstanceSpec['allocations'];
+  /** PCI address of the GPU its vGPUs are on (what libvirt would say about its mdevs). */
+  gpu?: string;
+  abortRequested?: boolean;
+}
+
+export class FakeHypervisor {
+  private readonly instances = new Map<string, FakeInstance>();
+
+  list(): InstanceInfo[] {
+    return [...this.instances.values()]
+      .filter((i) => i.task !== 'migrated-out')
+      .map((i) => ({ uuid: i.uuid, name: i.name, powerState: i.powerState }))
+      .sort((a, b) => a.uuid.localeCompare(b.uuid));
+  }
+
+  find(uuid: string): FakeInstance | undefined {
+    return this.instances.get(uuid);
+  }
+
+  /** @throws InstanceNotFoundError */
+  get(ref: InstanceRef): FakeInstance {
+    const i = this.instances.get(ref.uuid);
+    if (!i) throw new InstanceNotFoundError(ref.uuid);
+    return i;
+  }
+
+  /** @throws InstanceExistsError */
+  create(spec: InstanceSpec, powerState: PowerState, extra: Partial<FakeInstance> = {}): FakeInstance {
+    if (this.instances.has(spec.uuid)) throw new InstanceExistsError(spec.uuid);
+    const inst: FakeInstance = { uuid: spec.uuid, name: spec.name, powerState, flavor: spec.flavor, allocations: spec.allocations, ...extra };
+    this.instances.set(spec.uuid, inst);
+    return inst;
+  }
+
+  delete(uuid: string): void {
+    this.instances.delete(uuid);
+  }
+
+  /** @throws InstanceNotFoundError, InstanceStateError when a move is in flight */
+  settled(ref: InstanceRef, operation: string): FakeInstance {
+    const i = this.get(ref);
+    if (i.task) throw new InstanceStateError(i.uuid, i.task, operation);
+    return i;
+  }
+
+  powerOn(ref: InstanceRef): void {
+    this.settled(ref, 'power on').powerState = 'RUNNING';
+  }
+
+  powerOff(ref: InstanceRef): void {
+    this.settled(ref, 'power off').powerState = 'SHUTDOWN';
+  }
+
+  reboot(ref: InstanceRef, type: 'soft' | 'hard'): void {
+    const i = this.settled(ref, `${type} reboot`);
+    if (type === 'soft' && i.powerState !== 'RUNNING') throw new InstanceStateError(i.uuid, i.powerState, 'soft reboot');
+    i.powerState = 'RUNNING';
+  }
+
+  /** Source of a cold migration: stopped, kept until confirm or revert. */
+  migrateOut(ref: InstanceRef): FakeInstance {
+    const i = this.settled(ref, 'migrate');
+    i.powerState = 'SHUTDOWN';
+    i.task = 'resized-away';
+    return i;
+  }
+
+  /** Source, confirm: what is left goes (same-host resizes already replaced the record). */
+  confirm(ref: InstanceRef): void {
+    if (this.instances.get(ref.uuid)?.task === 'resized-away') this.instances.delete(ref.uuid);
+  }
+
+  /** Source, revert: the original comes back. */
+  revert(ref: InstanceRef, powerOn: boolean): void {
+    const i = this.get(ref);
+    if (i.task !== 'resized-away') throw new InstanceStateError(i.uuid, i.task ?? i.powerState, 'revert a migration');
+    delete i.task;
+    i.powerState = powerOn ? 'RUNNING' : 'SHUTDOWN';
+  }
+
+  /** Destination of a cold migration (or the same host for a resize to the same host). */
+  migrateIn(spec: InstanceSpec, powerOn: boolean): void {
+    const existing = this.instances.get(spec.uuid);
+    if (existing && existing.task !== 'resized-away') throw new InstanceExistsError(spec.uuid);
+    this.instances.delete(spec.uuid);
+    this.create(spec, powerOn ? 'RUNNING' : 'SHUTDOWN', existing?.gpu ? { gpu: existing.gpu } : {});
+  }
+
+  /** Destination of a live migration: a paused shell waiting for the guest. */
+  receive(spec: InstanceSpec): void {
+    this.create(spec, 'PAUSED', { task: 'incoming' });
+  }
+}

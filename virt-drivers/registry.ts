@@ -1,0 +1,41 @@
+/**
+ * Virt drivers by name (`[DEFAULT] compute_driver`): a map from name to factory, Nomad-style, so
+ * adding a driver is adding one registration, and a third-party driver registers itself the same
+ * way before the agent starts.
+ *
+ * It is: construction only. It is not: lifecycle; the caller calls `init` on what it gets.
+ */
+import { UnknownDriverError } from './errors';
+import { FakeDriver } from './fake/driver';
+import type { VirtDriver } from './driver';
+import type { DriverContext } from './types';
+
+/** Builds a driver; must not touch the host (that is `init`'s job). */
+export type DriverFactory = (ctx: DriverContext) => VirtDriver;
+
+export class DriverRegistry {
+  private readonly factories = new Map<string, DriverFactory>();
+
+  /** Registers `factory` under `name`. @throws Error when the name is taken */
+  register(name: string, factory: DriverFactory): this {
+    if (this.factories.has(name)) throw new Error(`a virt driver named ${name} is already registered`);
+    this.factories.set(name, factory);
+    return this;
+  }
+
+  names(): string[] {
+    return [...this.factories.keys()].sort();
+  }
+
+  /** A new, uninitialised driver. @throws UnknownDriverError */
+  create(name: string, ctx: DriverContext): VirtDriver {
+    const factory = this.factories.get(name);
+    if (!factory) throw new UnknownDriverError(name, this.names());
+    return factory(ctx);
+  }
+}
+
+/** A registry holding the built-in drivers. */
+export function builtinDrivers(): DriverRegistry {
+  return new DriverRegistry().register('fake', (ctx) => new FakeDriver(ctx));
+}

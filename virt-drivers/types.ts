@@ -1,0 +1,102 @@
+/**
+ * The small, stable data types of the virt-driver contract: instances, flavors, hosts, migrations,
+ * power states, and what a driver is constructed with.
+ *
+ * Field names of data that arrives from nova over RPC keep nova's spelling (`memory_mb`,
+ * `extra_specs`, `image_ref`) so the compute manager can pass them through unrenamed; structural
+ * fields of our own are camelCase. Every type here is plain data (JSON-able), so requests can be
+ * journaled and replayed.
+ *
+ * It is: the vocabulary the compute manager and every driver share. It is not: nova's object
+ * model; only what a driver needs to act is here, and it grows only by optional fields.
+ */
+import type { Logger } from '../agent/logging/logger';
+import type { Clock } from '../agent/util/clock';
+import type { AgentConfig } from '../config/schema';
+import type { ConsumerAllocations } from '../tracker/tree/types';
+import type { Exec } from './host/exec';
+import type { HostFs } from './host/host-fs';
+
+/** nova's power states (`nova/compute/power_state.py`); the value is what nova stores. */
+export const POWER_STATE = {
+  NOSTATE: 0,
+  RUNNING: 1,
+  PAUSED: 3,
+  SHUTDOWN: 4,
+  CRASHED: 6,
+  SUSPENDED: 7,
+} as const;
+export type PowerState = keyof typeof POWER_STATE;
+
+/** The sizes an instance was scheduled with (nova's Flavor, the fields a driver uses). */
+export interface Flavor {
+  readonly name?: string;
+  readonly vcpus: number;
+  readonly memory_mb: number;
+  readonly root_gb: number;
+  readonly ephemeral_gb: number;
+  /** Swap in MiB (nova's unit for swap). */
+  readonly swap: number;
+  readonly extra_specs: Readonly<Record<string, string>>;
+}
+
+/** An instance as a lifecycle request names it. */
+export interface InstanceRef {
+  readonly uuid: string;
+  /** The hypervisor-visible name (nova's `instance-%08x` or the display name). */
+  readonly name: string;
+}
+
+/** Everything needed to build an instance. */
+export interface InstanceSpec extends InstanceRef {
+  readonly flavor: Flavor;
+  /** Glance image id; absent for boot-from-volume. */
+  readonly image_ref?: string;
+  /** The instance's allocations in Placement: provider uuid -> resources. */
+  readonly allocations: ConsumerAllocations;
+}
+
+/** A compute host taking part in a move. */
+export interface HostRef {
+  /** `[DEFAULT] host` of that agent (its RPC queue is compute.<host>). */
+  readonly host: string;
+  /** Its node name (root provider name). */
+  readonly nodename: string;
+  /** Address the hypervisors use to reach it (live migration), when not the host name. */
+  readonly address?: string;
+}
+
+/** A cold or live migration (nova's Migration, the fields a driver uses). */
+export interface MigrationRef {
+  /** The migration's uuid; it is also the Placement consumer holding the source allocations. */
+  readonly uuid: string;
+  readonly source: HostRef;
+  readonly dest: HostRef;
+}
+
+/** What a driver reports about one of its instances. */
+export interface InstanceInfo {
+  readonly uuid: string;
+  readonly name: string;
+  readonly powerState: PowerState;
+}
+
+/** Opaque, JSON-able data the live-migration steps hand to each other (nova's migrate_data). */
+export type LiveMigrateData = Readonly<Record<string, string | number | boolean | null>>;
+
+/** Result of `migrateDiskAndPowerOff`: what the destination's `finishMigration` needs. */
+export interface MigrateDiskResult {
+  /** Disk description, opaque to the manager (nova's disk_info JSON). */
+  readonly diskInfo: string;
+}
+
+/** What a driver is built with. Everything is injected; drivers read no globals. */
+export interface DriverContext {
+  readonly config: AgentConfig;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  /** Runs host tools (nvidia-smi, ...) with a deadline. */
+  readonly exec: Exec;
+  /** The host's /sys and /proc (a fixture tree in tests). */
+  readonly fs: HostFs;
+}
