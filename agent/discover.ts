@@ -12,11 +12,12 @@ import { ProviderTree } from '../tracker/tree/provider-tree';
 import type { MoveInstruction } from '../tracker/tree/types';
 import type { VirtDriver } from '../virt-drivers/driver';
 import type { HostFacts } from '../virt-drivers/host/discover';
-import { ProcessExec, type Exec } from '../virt-drivers/host/exec';
-import { RootedHostFs, type HostFs } from '../virt-drivers/host/host-fs';
-import { builtinDrivers, type DriverRegistry } from '../virt-drivers/registry';
+import type { Exec } from '../virt-drivers/host/exec';
+import type { HostFs } from '../virt-drivers/host/host-fs';
+import type { DriverRegistry } from '../virt-drivers/registry';
+import { createDriver } from './wiring';
 import type { Logger } from './logging/logger';
-import { systemClock, type Clock } from './util/clock';
+import type { Clock } from './util/clock';
 
 export interface DiscoverOnceOptions {
   readonly config: AgentConfig;
@@ -54,13 +55,7 @@ export async function discoverOnce(opts: DiscoverOnceOptions): Promise<DiscoverO
   const { config } = opts;
   const host = config.DEFAULT.host;
   const rootUuid = opts.rootUuid ?? (await loadOrCreateComputeId(config.DEFAULT.state_path));
-  const driver = (opts.registry ?? builtinDrivers()).create(config.DEFAULT.compute_driver, {
-    config,
-    logger: opts.logger,
-    clock: opts.clock ?? systemClock,
-    exec: opts.exec ?? new ProcessExec(),
-    fs: opts.fs ?? new RootedHostFs('/'),
-  });
+  const driver = createDriver(opts);
   await driver.init(host);
   try {
     const tree = new ProviderTree();

@@ -24,6 +24,8 @@ import { Ownership } from './sync/ownership';
 import { Syncer } from './sync/syncer';
 import { PlacementView } from './sync/view';
 import { RecordedWrites } from './sync/writes';
+import { SharingProviders } from './sync/sharing';
+import { systemClock } from '../agent/util/clock';
 import { ClaimBook } from './claims';
 
 /** What the tracker needs from a virt driver. */
@@ -48,6 +50,8 @@ export interface TrackerDeps {
   readonly logger: Logger;
   readonly clock?: Clock;
   readonly random?: () => number;
+  /** Seconds between re-reads of sharing providers (`[compute] resource_provider_association_refresh`; 0 = only when the root's aggregates change). */
+  readonly associationRefreshSeconds?: number;
 }
 
 /** `initial_*_allocation_ratio` by resource class. */
@@ -61,10 +65,12 @@ export class ResourceTracker {
   readonly names = new KnownNames();
   readonly claims: ClaimBook;
   private readonly syncer: Syncer;
+  private readonly sharing: SharingProviders;
   private readonly cycle = new Mutex();
 
   constructor(private readonly deps: TrackerDeps) {
     this.ownership = new Ownership(deps.statePath, deps.logger);
+    this.sharing = new SharingProviders(deps.api, (deps.associationRefreshSeconds ?? 300) * 1000, () => (deps.clock ?? systemClock).now());
     this.claims = new ClaimBook(this.view, deps.clock ? () => deps.clock?.now() ?? Date.now() : Date.now);
     this.syncer = new Syncer({
       api: deps.api,
@@ -91,6 +97,7 @@ export class ResourceTracker {
   clearCache(): void {
     this.view.clear();
     this.names.clear();
+    this.sharing.clear();
   }
 
   /**
@@ -121,16 +128,22 @@ export class ResourceTracker {
       }
     }
     const root = { uuid: rootUuid, name: nodename };
-    let tree = treeForDriver(this.view, this.ownership, root);
+    const sharing = await this.sharing.get(this.view.known(rootUuid, 'aggregates') ?? [], ctx.stats);
+    const forDriver = (): ProviderTree => {
+      const t = treeForDriver(this.view, this.ownership, root);
+      SharingProviders.addTo(t, sharing);
+      return t;
+    };
+    let tree = forDriver();
     let moves = await driver.updateProviderTree(tree, nodename);
     if (moves.length > 0 && moves.every((m) => m.consumers === undefined)) {
       const allocations = await this.allocationsOn(ctx, [...new Set(moves.map((m) => m.from))]);
       if (Object.keys(allocations).length > 0) {
-        tree = treeForDriver(this.view, this.ownership, root);
+        tree = forDriver();
         moves = await driver.updateProviderTree(tree, nodename, allocations);
       }
     }
-    const result = await this.syncer.sync(tree, moves, { dryRun, listed: true });
+    const result = await this.syncer.sync(tree, moves, { dryRun, listed: true, rootUuid });
     return { ...result, stats: { ...result.stats, reads: result.stats.reads + ctx.stats.reads } };
   }
 

@@ -13,21 +13,28 @@ import { FakeDriver } from '../../virt-drivers/fake/driver';
 import { ProcessExec } from '../../virt-drivers/host/exec';
 import { RootedHostFs } from '../../virt-drivers/host/host-fs';
 import { driverContext, loadFixtureHost } from '../helpers/fixture-host';
-import { describeDriverConformance } from './conformance';
+import { describeDriverConformance, type ConformanceSubject } from './conformance';
+import { describePlacementConformance } from './placement-conformance';
 
 function fakeOn(env: Record<string, string>): FakeDriver {
   const { config } = loadConfig({ files: [], env, defaultFile: '/nonexistent/compute-agent.conf' });
   return new FakeDriver({ config, logger: silentLogger(), clock: systemClock, exec: new ProcessExec(), fs: new RootedHostFs('/') });
 }
 
-describeDriverConformance('fake on this machine', {
+/** Both halves of the suite: the tree contract, and the Placement writes through the tracker. */
+function describeBoth(label: string, subject: ConformanceSubject): void {
+  describeDriverConformance(label, subject);
+  describePlacementConformance(label, subject);
+}
+
+describeBoth('fake on this machine', {
   nodename: 'conformance-host',
   make: async () => fakeOn({ COMPUTE_AGENT__DEFAULT__HOST: 'conformance-host', COMPUTE_AGENT__DEFAULT__STATE_PATH: '/nonexistent/state' }),
 });
 
 for (const fixture of ['h100-mig', 'mi250-amd', 'm60-mdev', 'nic-sriov-25g', 'numa-hugepages']) {
   const host = loadFixtureHost(fixture);
-  describeDriverConformance(`fake on fixture ${fixture}`, {
+  describeBoth(`fake on fixture ${fixture}`, {
     nodename: host.config.DEFAULT.host,
     make: async () => new FakeDriver(driverContext(loadFixtureHost(fixture))),
   });
@@ -55,7 +62,7 @@ function hostFileSubject(label: string) {
     COMPUTE_AGENT__NETWORK__PHYSICAL_DEVICE_MAPPINGS: 'physnet1:ens1,physnet1:ens1f0,physnet2:ens1f1',
   });
   const write = (doc: object): void => writeFileSync(file, JSON.stringify(doc, null, 1));
-  describeDriverConformance(label, {
+  describeBoth(label, {
     nodename: 'edited-host',
     make: async () => {
       write(BASE);

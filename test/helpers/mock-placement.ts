@@ -121,7 +121,14 @@ export class MockPlacement {
           while (p?.parent) p = this.providers.get(p.parent);
           return p?.uuid ?? u;
         };
-        const list = [...this.providers.values()].filter((p) => !inTree || (this.providers.has(inTree) && root(p.uuid) === root(inTree)));
+        const memberOf = (params.get('member_of') ?? '').replace(/^in:/, '').split(',').filter(Boolean);
+        const required = (params.get('required') ?? '').split(',').filter(Boolean);
+        const list = [...this.providers.values()].filter(
+          (p) =>
+            (!inTree || (this.providers.has(inTree) && root(p.uuid) === root(inTree))) &&
+            (memberOf.length === 0 || p.aggregates.some((a) => memberOf.includes(a))) &&
+            required.every((t) => p.traits.includes(t)),
+        );
         return [200, { resource_providers: list.map((p) => ({ uuid: p.uuid, name: p.name, generation: p.generation, parent_provider_uuid: p.parent, root_provider_uuid: root(p.uuid) })) }];
       }
       const uuid = String(b.uuid);
@@ -143,6 +150,13 @@ export class MockPlacement {
         }
         this.providers.delete(rp.uuid);
         return [204, ''];
+      }
+      if (!aspect && method === 'PUT') {
+        const name = String(b.name);
+        if ([...this.providers.values()].some((p) => p.name === name && p.uuid !== rp.uuid)) return [409, fixtureBody('07-create-duplicate-name-409')];
+        rp.name = name;
+        if ('parent_provider_uuid' in b) rp.parent = (b.parent_provider_uuid as string | null) ?? null;
+        return [200, { uuid: rp.uuid, name: rp.name, generation: rp.generation, parent_provider_uuid: rp.parent }];
       }
       if (aspect === 'allocations') {
         const allocations: Record<string, { resources: Record<string, number> }> = {};

@@ -80,8 +80,12 @@ export interface PlacementApi {
 
   /** Every provider in the tree containing `uuid` (empty when `uuid` is unknown). */
   providersInTree(uuid: string, o?: CallOptions): Promise<ProviderRecord[]>;
+  /** Providers in any of `aggregates` with MISC_SHARES_VIA_AGGREGATE (storage pools and the like). */
+  sharingProviders(aggregates: readonly string[], o?: CallOptions): Promise<ProviderRecord[]>;
   /** Creates a provider; answers with its record (1.20). @throws DuplicateNameError */
   createProvider(p: { uuid: string; name: string; parent_provider_uuid: string | null }, o?: CallOptions): Promise<ProviderRecord>;
+  /** Renames a provider (parent unchanged). @throws DuplicateNameError */
+  renameProvider(uuid: string, name: string, parent: string | null, o?: CallOptions): Promise<ProviderRecord>;
   /** @throws ProviderInUseError, CannotDeleteParentError; a 404 counts as done. */
   deleteProvider(uuid: string, o?: CallOptions): Promise<void>;
 

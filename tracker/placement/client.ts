@@ -81,9 +81,22 @@ export class PlacementClient implements PlacementApi {
     return this.listProviders(uuid, o);
   }
 
+  async sharingProviders(aggregates: readonly string[], o?: CallOptions): Promise<ProviderRecord[]> {
+    if (aggregates.length === 0) return [];
+    // member_of=in: (1.3) and required= (1.18) on the provider listing.
+    const path = `/resource_providers?member_of=in:${aggregates.map(encodeURIComponent).join(',')}&required=MISC_SHARES_VIA_AGGREGATE`;
+    return (await this.call<{ resource_providers: ProviderRecord[] }>({ method: 'GET', path, microversion: MV_WRITE }, o)).resource_providers;
+  }
+
   createProvider(p: { uuid: string; name: string; parent_provider_uuid: string | null }, o?: CallOptions): Promise<ProviderRecord> {
     const body = p.parent_provider_uuid ? p : { uuid: p.uuid, name: p.name };
     return this.call({ method: 'POST', path: '/resource_providers', microversion: MV_WRITE, body, retry: 'refused-only' }, o);
+  }
+
+  renameProvider(uuid: string, name: string, parent: string | null, o?: CallOptions): Promise<ProviderRecord> {
+    // Placement sets only the fields present; the parent is sent as it is, so nothing else changes.
+    const body = parent ? { name, parent_provider_uuid: parent } : { name };
+    return this.call({ method: 'PUT', path: rp(uuid), microversion: MV_WRITE, body }, o);
   }
 
   async deleteProvider(uuid: string, o?: CallOptions): Promise<void> {

@@ -32,9 +32,9 @@ function add(target: Amounts, rp: string, rc: string, n: number): void {
 }
 
 /** Validates the instructions against the trees; throws ReshapeError naming the first problem. */
-function validate(moves: readonly MoveInstruction[], desired: Tree, ctx: SyncContext): void {
+function validate(moves: readonly MoveInstruction[], desired: Tree, ctx: SyncContext, ours: ReadonlySet<string>): void {
   for (const m of moves) {
-    if (!ctx.view.has(m.from) && !desired.exists(m.from)) throw new ReshapeError(`move from unknown provider ${m.from}`);
+    if (!ctx.view.has(m.from) && !ours.has(m.from)) throw new ReshapeError(`move from unknown provider ${m.from}`);
     if (!desired.exists(m.to)) throw new ReshapeError(`move to provider ${m.to}, which is not in the new tree`);
     for (const [rc, n] of Object.entries(m.resources)) {
       if (!Number.isInteger(n) || n <= 0) throw new ReshapeError(`move ${m.from} -> ${m.to}: ${rc} amount ${n} is not a positive integer`);
@@ -47,10 +47,12 @@ function validate(moves: readonly MoveInstruction[], desired: Tree, ctx: SyncCon
  * that move (the only reads a reshape needs).
  * @throws ReshapeError when a consumer cannot be placed or an instruction is invalid
  */
-export async function buildReshape(ctx: SyncContext, desired: Tree, moves: readonly MoveInstruction[]): Promise<ReshapeRequest> {
-  validate(moves, desired, ctx);
+export async function buildReshape(ctx: SyncContext, desired: Tree, moves: readonly MoveInstruction[], rootUuid: string): Promise<ReshapeRequest> {
+  // Our providers; a move may also go to a sharing provider (another root), whose inventory is not ours.
+  const ours = new Set(desired.uuids(rootUuid));
+  validate(moves, desired, ctx, ours);
   const newInventory = async (uuid: string): Promise<Record<string, FullInventoryRecord>> => {
-    if (!desired.exists(uuid)) return {};
+    if (!ours.has(uuid)) return {};
     const current = ctx.view.has(uuid) ? await freshAspect(ctx, uuid, 'inventories') : {};
     return resolveInventories(desired.data(uuid).inventories, current, ctx.initialRatios);
   };
@@ -136,6 +138,7 @@ export async function buildReshape(ctx: SyncContext, desired: Tree, moves: reado
 
   const inventories: Record<string, { resource_provider_generation: number; inventories: Record<string, FullInventoryRecord> }> = {};
   for (const uuid of new Set(moves.flatMap((m) => [m.from, m.to]))) {
+    if (!ours.has(uuid) && !ctx.view.has(uuid)) continue; // a sharing provider: its inventory is not ours to write
     const inv = await newInventory(uuid);
     inventories[uuid] = { resource_provider_generation: ctx.view.get(uuid)?.generation ?? 0, inventories: inv };
   }

@@ -47,6 +47,8 @@ export interface SyncOptions {
   readonly dryRun?: boolean;
   /** The caller listed the tree already in this cycle; skip the opening listing. */
   readonly listed?: boolean;
+  /** This host's root provider (default: the tree's first root). */
+  readonly rootUuid?: string;
 }
 
 export class Syncer {
@@ -64,9 +66,8 @@ export class Syncer {
    */
   async sync(desired: ProviderTree, moves: readonly MoveInstruction[], opts: SyncOptions = {}): Promise<SyncResult> {
     const { view, ownership, api } = this.deps;
-    const roots = desired.rootUuids();
-    if (roots.length !== 1 || roots[0] === undefined) throw new SyncError(`the driver's tree has ${roots.length} roots; expected exactly one`);
-    const rootUuid = roots[0];
+    const rootUuid = opts.rootUuid ?? desired.rootUuids()[0];
+    if (!rootUuid || !desired.exists(rootUuid)) throw new SyncError(`the driver's tree lacks this host's root provider ${String(rootUuid)}`);
     const sink = opts.dryRun ? new RecordedWrites() : new PlacementWrites(api);
     const recorded = sink instanceof RecordedWrites ? sink.writes : [];
     const ctx: SyncContext = {
@@ -86,7 +87,8 @@ export class Syncer {
     const created: string[] = [];
     const deleted: string[] = [];
     let reshaped = false;
-    const wanted = desired.snapshot();
+    // Other roots in the tree are sharing providers (storage pools): read, never written.
+    const wanted = desired.snapshot(rootUuid);
     try {
       if (!opts.listed) {
         ctx.stats.reads++;
@@ -127,6 +129,11 @@ export class Syncer {
     if (have) {
       if (have.parent_provider_uuid !== p.parent_provider_uuid) {
         ctx.problems.push({ provider: p.uuid, message: `${p.name} has parent ${String(have.parent_provider_uuid)} in Placement, ${String(p.parent_provider_uuid)} in the driver's tree; left as it is` });
+      } else if (have.name !== p.name) {
+        // A device renamed (same identity, new name): Placement keeps its uuid, inventory and allocations.
+        await ctx.sink.renameProvider(p.uuid, p.name, have.parent_provider_uuid);
+        ctx.stats.writes++;
+        ctx.view.rename(p.uuid, p.name);
       }
       return;
     }
@@ -149,7 +156,7 @@ export class Syncer {
 
   private async reshape(ctx: SyncContext, desired: ProviderTree, moves: readonly MoveInstruction[], rootUuid: string): Promise<void> {
     try {
-      const req = await buildReshape(ctx, desired, moves);
+      const req = await buildReshape(ctx, desired, moves, rootUuid);
       await ctx.sink.reshape(req);
       ctx.stats.writes++;
       ctx.logger.info(

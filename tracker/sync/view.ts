@@ -119,6 +119,12 @@ export class PlacementView {
     });
   }
 
+  /** Records a rename (which Placement does without a generation change). */
+  rename(uuid: string, name: string): void {
+    const p = this.providers.get(uuid);
+    if (p) p.name = name;
+  }
+
   remove(uuid: string): void {
     this.providers.delete(uuid);
   }

@@ -19,6 +19,7 @@ export interface WriteSink {
   ensureTrait(name: string): Promise<void>;
   createProvider(p: { uuid: string; name: string; parent_provider_uuid: string | null }): Promise<ProviderRecord>;
   deleteProvider(uuid: string): Promise<void>;
+  renameProvider(uuid: string, name: string, parent: string | null): Promise<void>;
   putInventories(uuid: string, generation: number, inv: Readonly<Record<string, FullInventoryRecord>>): Promise<number>;
   putTraits(uuid: string, generation: number, traits: readonly string[]): Promise<number>;
   putAggregates(uuid: string, generation: number, aggregates: readonly string[]): Promise<number>;
@@ -43,6 +44,9 @@ export class PlacementWrites implements WriteSink {
   }
   deleteProvider(uuid: string): Promise<void> {
     return this.api.deleteProvider(uuid);
+  }
+  async renameProvider(uuid: string, name: string, parent: string | null): Promise<void> {
+    await this.api.renameProvider(uuid, name, parent);
   }
   async putInventories(uuid: string, generation: number, inv: Readonly<Record<string, FullInventoryRecord>>): Promise<number> {
     return (await this.api.putInventories(uuid, generation, inv)).resource_provider_generation;
@@ -79,6 +83,10 @@ export class RecordedWrites implements WriteSink {
   }
   deleteProvider(uuid: string): Promise<void> {
     this.writes.push({ method: 'DELETE', path: rp(uuid, '') });
+    return Promise.resolve();
+  }
+  renameProvider(uuid: string, name: string, parent: string | null): Promise<void> {
+    this.writes.push({ method: 'PUT', path: rp(uuid, ''), body: parent ? { name, parent_provider_uuid: parent } : { name } });
     return Promise.resolve();
   }
   putInventories(uuid: string, generation: number, inventories: Readonly<Record<string, FullInventoryRecord>>): Promise<number> {

@@ -11,34 +11,10 @@
  * Exit codes: 0 reported (even if some probe failed; stderr says which); 1 the driver failed;
  * 2 bad configuration or a bad host file.
  */
-import { pino } from 'pino';
 import { discoverOnce } from '../../discover';
-import type { Logger } from '../../logging/logger';
-import { DriverInitError, UnknownDriverError } from '../../../virt-drivers/errors';
-import { HostFileError } from '../../../virt-drivers/fake/host-file';
-import type { CliIo, CommandModule } from '../context';
+import type { CommandModule } from '../context';
+import { isConfigProblem, stderrLogger } from '../stderr-logger';
 import { factNotes, treeJson, treeText } from '../render-tree';
-
-/** Driver log lines at warn and above, as short text on stderr. */
-function stderrLogger(io: CliIo): Logger {
-  return pino(
-    { level: 'warn', base: null, timestamp: false },
-    {
-      write: (line: string) => {
-        try {
-          const { msg, level: _l, driver: _d, probe, err } = JSON.parse(line) as { msg?: string; level?: number; driver?: string; probe?: string; err?: string };
-          io.err(`warning: ${probe ? `${probe}: ` : ''}${msg ?? ''}${err ? `: ${err}` : ''}`);
-        } catch {
-          io.err(line.trim());
-        }
-      },
-    },
-  );
-}
-
-function isConfigProblem(e: unknown): boolean {
-  return e instanceof HostFileError || e instanceof UnknownDriverError || (e instanceof DriverInitError && e.cause instanceof HostFileError);
-}
 
 export const discoverCommand: CommandModule = (program, ctx) => {
   program

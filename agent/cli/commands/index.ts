@@ -3,5 +3,6 @@ import type { CommandModule } from '../context';
 import { checkConfigCommand } from './check-config';
 import { discoverCommand } from './discover';
 import { runCommand } from './run';
+import { syncCommand } from './sync';
 
-export const COMMANDS: readonly CommandModule[] = [runCommand, checkConfigCommand, discoverCommand];
+export const COMMANDS: readonly CommandModule[] = [runCommand, checkConfigCommand, discoverCommand, syncCommand];

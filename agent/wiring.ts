@@ -1,0 +1,77 @@
+/**
+ * Building the agent's parts from the configuration: the virt driver (through the registry, with
+ * the real host ports), the resource tracker and its auditor. Shared by the daemon and the one-shot
+ * commands (`discover`, `sync --once`, `plan`), so every entry point builds them the same way.
+ */
+import type { AgentConfig } from '../config/schema';
+import type { PlacementApi } from '../tracker/placement/api';
+import { Auditor } from '../tracker/audit';
+import { loadOrCreateComputeId } from '../tracker/identity';
+import { initialRatiosFrom, ResourceTracker } from '../tracker/tracker';
+import type { VirtDriver } from '../virt-drivers/driver';
+import { ProcessExec, type Exec } from '../virt-drivers/host/exec';
+import { RootedHostFs, type HostFs } from '../virt-drivers/host/host-fs';
+import { builtinDrivers, type DriverRegistry } from '../virt-drivers/registry';
+import type { Logger } from './logging/logger';
+import { systemClock, type Clock } from './util/clock';
+
+export interface DriverDeps {
+  readonly config: AgentConfig;
+  readonly logger: Logger;
+  readonly clock?: Clock;
+  readonly exec?: Exec;
+  readonly fs?: HostFs;
+  readonly registry?: DriverRegistry;
+}
+
+/** A new, uninitialised driver named by `[DEFAULT] compute_driver`. @throws UnknownDriverError */
+export function createDriver(d: DriverDeps): VirtDriver {
+  return (d.registry ?? builtinDrivers()).create(d.config.DEFAULT.compute_driver, {
+    config: d.config,
+    logger: d.logger,
+    clock: d.clock ?? systemClock,
+    exec: d.exec ?? new ProcessExec(),
+    fs: d.fs ?? new RootedHostFs('/'),
+  });
+}
+
+export interface TrackerParts {
+  readonly rootUuid: string;
+  readonly tracker: ResourceTracker;
+  readonly auditor: Auditor;
+}
+
+/**
+ * The tracker (root uuid from `state_path/compute_id`, ownership record in `state_path`) and the
+ * auditor over an initialised driver.
+ * @throws ComputeIdError
+ */
+export async function createTracker(
+  config: AgentConfig,
+  api: PlacementApi,
+  driver: VirtDriver,
+  logger: Logger,
+  opts: { inFlight?: () => ReadonlySet<string>; persistOwnership?: boolean } = {},
+): Promise<TrackerParts> {
+  const rootUuid = await loadOrCreateComputeId(config.DEFAULT.state_path);
+  const tracker = new ResourceTracker({
+    api,
+    driver,
+    nodename: config.DEFAULT.host,
+    rootUuid,
+    ...(opts.persistOwnership === false ? {} : { statePath: config.DEFAULT.state_path }),
+    initialRatios: initialRatiosFrom(config.DEFAULT),
+    associationRefreshSeconds: config.compute.resource_provider_association_refresh,
+    logger,
+  });
+  await tracker.init();
+  const auditor = new Auditor({
+    tracker,
+    api,
+    logger,
+    heal: config.compute.heal_allocations,
+    instances: { listInstances: async () => (await driver.listInstances()).map((i) => ({ uuid: i.uuid })) },
+    ...(opts.inFlight ? { inFlight: opts.inFlight } : {}),
+  });
+  return { rootUuid, tracker, auditor };
+}
