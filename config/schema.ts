@@ -271,6 +271,13 @@ export const networkSection = z.object({
 });
 
 export const fakeSection = z.object({
+  instances_file: option(optPath(), {
+    help:
+      'Where the fake hypervisor keeps its instances, so they outlive an agent restart as real VMs do (crash tests set it, ' +
+      'e.g. $state_path/fake-instances.json). Empty keeps them in memory only: they vanish with the agent.',
+    default: '',
+    expected: 'an absolute path, or empty',
+  }),
   host_file: option(optPath(), {
     help: 'YAML or JSON file describing the host the fake driver reports (CPU, memory, disk, GPUs, NICs, NUMA, sharing storage); re-read when it changes. Empty: the fake driver reports the real host from its probes.',
     default: '',

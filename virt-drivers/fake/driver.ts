@@ -48,7 +48,7 @@ export class FakeDriver implements VirtDriver {
   readonly capabilities = CAPABILITIES;
   /** Arm delays and failures per lifecycle method. */
   readonly faults: FaultInjector;
-  readonly hypervisor = new FakeHypervisor();
+  readonly hypervisor: FakeHypervisor;
   private readonly log: Logger;
   private readonly layout: LayoutOptions;
   private readonly lineages = new Map<string, string>();
@@ -61,6 +61,7 @@ export class FakeDriver implements VirtDriver {
   constructor(private readonly ctx: DriverContext) {
     this.log = ctx.logger.child({ driver: 'fake' });
     this.faults = new FaultInjector(ctx.clock);
+    this.hypervisor = new FakeHypervisor(ctx.config.fake.instances_file);
     this.layout = layoutOptionsFromConfig(ctx.config, capabilityTraits(CAPABILITIES));
     this.startedAt = ctx.clock.now();
   }
@@ -132,47 +133,56 @@ export class FakeDriver implements VirtDriver {
     await this.faults.before('spawn');
     const gpu = assignGpu(instance, this.lastFacts, this.lineages, this.hypervisor, this.layout);
     this.hypervisor.create(instance, opts.powerOn === false ? 'SHUTDOWN' : 'RUNNING', gpu ? { gpu } : {});
+    await this.hypervisor.save();
   }
 
   async destroy(instance: InstanceRef): Promise<void> {
     await this.faults.before('destroy');
     this.hypervisor.delete(instance.uuid);
+    await this.hypervisor.save();
   }
 
   async powerOn(instance: InstanceRef): Promise<void> {
     await this.faults.before('powerOn');
     this.hypervisor.powerOn(instance);
+    await this.hypervisor.save();
   }
 
   async powerOff(instance: InstanceRef, _opts: PowerOffOptions = {}): Promise<void> {
     await this.faults.before('powerOff');
     this.hypervisor.powerOff(instance);
+    await this.hypervisor.save();
   }
 
   async reboot(instance: InstanceRef, type: 'soft' | 'hard'): Promise<void> {
     await this.faults.before('reboot');
     this.hypervisor.reboot(instance, type);
+    await this.hypervisor.save();
   }
 
   async migrateDiskAndPowerOff(instance: InstanceRef, migration: MigrationRef, flavor: Flavor): Promise<MigrateDiskResult> {
     await this.faults.before('migrateDiskAndPowerOff');
     this.hypervisor.migrateOut(instance);
+    await this.hypervisor.save();
     return { diskInfo: JSON.stringify({ instance: instance.uuid, migration: migration.uuid, root_gb: flavor.root_gb, ephemeral_gb: flavor.ephemeral_gb }) };
   }
 
   async finishMigration(instance: InstanceSpec, _migration: MigrationRef, _disk: MigrateDiskResult, opts: { readonly powerOn?: boolean } = {}): Promise<void> {
     await this.faults.before('finishMigration');
     this.hypervisor.migrateIn(instance, opts.powerOn !== false);
+    await this.hypervisor.save();
   }
 
   async confirmMigration(instance: InstanceRef, _migration: MigrationRef): Promise<void> {
     await this.faults.before('confirmMigration');
     this.hypervisor.confirm(instance);
+    await this.hypervisor.save();
   }
 
   async finishRevertMigration(instance: InstanceRef, _migration: MigrationRef, opts: { readonly powerOn?: boolean } = {}): Promise<void> {
     await this.faults.before('finishRevertMigration');
     this.hypervisor.revert(instance, opts.powerOn !== false);
+    await this.hypervisor.save();
   }
 
   async checkCanLiveMigrateDestination(instance: InstanceSpec, source: HostRef): Promise<LiveMigrateData> {
@@ -192,6 +202,7 @@ export class FakeDriver implements VirtDriver {
     await this.faults.before('preLiveMigration');
     if (this.hypervisor.find(instance.uuid)) throw new InstanceExistsError(instance.uuid);
     this.hypervisor.receive(instance);
+    await this.hypervisor.save();
     return data;
   }
 
@@ -210,6 +221,7 @@ export class FakeDriver implements VirtDriver {
       throw new DriverError(`live migration of ${i.uuid} to ${dest.host} aborted`);
     }
     i.task = 'migrated-out';
+    await this.hypervisor.save();
   }
 
   async liveMigrationAbort(instance: InstanceRef): Promise<void> {
@@ -221,6 +233,7 @@ export class FakeDriver implements VirtDriver {
   async postLiveMigration(instance: InstanceRef, _data: LiveMigrateData): Promise<void> {
     await this.faults.before('postLiveMigration');
     this.hypervisor.delete(instance.uuid);
+    await this.hypervisor.save();
   }
 
   async postLiveMigrationAtDestination(instance: InstanceRef, _data: LiveMigrateData): Promise<void> {
@@ -229,11 +242,13 @@ export class FakeDriver implements VirtDriver {
     if (i.task !== 'incoming') throw new InstanceStateError(i.uuid, i.task ?? i.powerState, 'finish an incoming live migration');
     delete i.task;
     i.powerState = 'RUNNING';
+    await this.hypervisor.save();
   }
 
   async rollbackLiveMigrationAtDestination(instance: InstanceRef, _data: LiveMigrateData): Promise<void> {
     await this.faults.before('rollbackLiveMigrationAtDestination');
     if (this.hypervisor.find(instance.uuid)?.task === 'incoming') this.hypervisor.delete(instance.uuid);
+    await this.hypervisor.save();
   }
 
   private async hostFacts(): Promise<HostFacts> {

@@ -6,6 +6,8 @@
  * driver. It is not: shared between hosts; a migration between two fake drivers is two
  * hypervisors each doing their half, exactly as with real hosts.
  */
+import { readFileSync } from 'node:fs';
+import { writeFileAtomic } from '../../agent/util/atomic-file';
 import { InstanceExistsError, InstanceNotFoundError, InstanceStateError } from '../errors';
 import type { Flavor, InstanceInfo, InstanceRef, InstanceSpec, PowerState } from '../types';
 
@@ -26,6 +28,27 @@ export interface FakeInstance {
 
 export class FakeHypervisor {
   private readonly instances = new Map<string, FakeInstance>();
+
+  /**
+   * With `file`, instances are loaded from it now and written back by `save()` after every change,
+   * so they survive an agent restart the way a real hypervisor's VMs do.
+   */
+  constructor(private readonly file?: string) {
+    if (!file) return;
+    let text: string | undefined;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      return; // none yet
+    }
+    const saved = JSON.parse(text) as FakeInstance[];
+    for (const i of saved) this.instances.set(i.uuid, i);
+  }
+
+  /** Persists the instances (no-op without a file). */
+  async save(): Promise<void> {
+    if (this.file) await writeFileAtomic(this.file, JSON.stringify([...this.instances.values()]), 0o600);
+  }
 
   list(): InstanceInfo[] {
     return [...this.instances.values()]

@@ -1,0 +1,118 @@
+/**
+ * The compute manager's records: what the agent knows about each instance on this host and each
+ * move in progress, in nova's vocabulary (vm_state, task_state, migration status). These are the
+ * values the journal stores, so they are plain JSON.
+ */
+import type { Resources } from '../../tracker/tree/types';
+
+export interface Flavor {
+  readonly name: string;
+  readonly vcpus: number;
+  readonly memory_mb: number;
+  readonly root_gb: number;
+  readonly ephemeral_gb: number;
+  /** MiB, as nova's Flavor.swap. */
+  readonly swap: number;
+  readonly extra_specs: Readonly<Record<string, string>>;
+}
+
+export const VM_STATES = ['building', 'active', 'stopped', 'resized', 'error', 'deleted'] as const;
+export type VmState = (typeof VM_STATES)[number];
+
+export const TASK_STATES = [
+  'scheduling',
+  'networking',
+  'block_device_mapping',
+  'spawning',
+  'deleting',
+  'resize_prep',
+  'resize_migrating',
+  'resize_migrated',
+  'resize_finish',
+  'resize_reverting',
+  'resize_confirming',
+  'migrating',
+] as const;
+export type TaskState = (typeof TASK_STATES)[number];
+
+export type MigrationType = 'migration' | 'resize' | 'live-migration';
+export type MigrationStatus =
+  | 'pre-migrating'
+  | 'migrating'
+  | 'post-migrating'
+  | 'finished'
+  | 'confirming'
+  | 'confirmed'
+  | 'reverting'
+  | 'reverted'
+  | 'accepted'
+  | 'preparing'
+  | 'running'
+  | 'completed'
+  | 'failed'
+  | 'error';
+
+/** A move of one instance, as this host sees it. */
+export interface MigrationRecord {
+  readonly uuid: string;
+  readonly type: MigrationType;
+  status: MigrationStatus;
+  readonly source_compute: string;
+  readonly dest_compute: string;
+  /** This host's part. */
+  readonly role: 'source' | 'dest';
+  /** The allocations the instance held on the source (now held by the migration uuid). */
+  source_allocations?: Readonly<Record<string, Resources>>;
+  /** What the destination claimed for the instance. */
+  dest_allocations?: Readonly<Record<string, Resources>>;
+  old_vm_state?: VmState;
+  old_flavor?: Flavor;
+  new_flavor?: Flavor;
+  /** Opaque handoffs between the two drivers (disk info, live-migration data). */
+  disk_info?: string;
+  migrate_data?: Readonly<Record<string, string | number | boolean | null>>;
+}
+
+export interface InstanceRecord {
+  readonly uuid: string;
+  name: string;
+  host: string;
+  vm_state: VmState;
+  task_state: TaskState | null;
+  /** nova power_state: 0 nostate, 1 running, 4 shutdown, 6 crashed. */
+  power_state: number;
+  flavor: Flavor;
+  readonly project_id: string;
+  readonly user_id: string;
+  image_ref?: string;
+  /** This instance's allocations on this host (provider -> resources), as written to Placement. */
+  allocations: Readonly<Record<string, Resources>>;
+  migration?: MigrationRecord;
+  launched_at?: string;
+  fault?: string;
+  updated_at: string;
+}
+
+/** The operation is not allowed in the instance's current state. */
+export class InvalidStateError extends Error {
+  constructor(
+    readonly instance: string,
+    readonly operation: string,
+    readonly state: string,
+  ) {
+    super(`cannot ${operation} instance ${instance} while it is ${state}`);
+    this.name = 'InvalidStateError';
+  }
+}
+
+/** No instance with that uuid on this host. */
+export class InstanceNotFoundError extends Error {
+  constructor(readonly instance: string) {
+    super(`instance ${instance} could not be found on this host`);
+    this.name = 'InstanceNotFoundError';
+  }
+}
+
+export function describeState(i: Pick<InstanceRecord, 'vm_state' | 'task_state'>): string {
+  return i.task_state ? `${i.vm_state}/${i.task_state}` : i.vm_state;
+}
