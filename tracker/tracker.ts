@@ -13,7 +13,7 @@ import type { Logger } from '../agent/logging/logger';
 import type { Clock } from '../agent/util/clock';
 import type { PlacementApi } from './placement/api';
 import type { ProviderTree } from './tree/provider-tree';
-import type { AllocationsByConsumer, ConsumerAllocations, MoveInstruction } from './tree/types';
+import type { AllocationsByConsumer, ConsumerAllocations, MoveInstruction, ProviderSnapshot } from './tree/types';
 import type { SyncResult } from './sync/context';
 import { readAspect, SyncError, type SyncContext } from './sync/context';
 import { PlacementError } from './placement/errors';
@@ -91,6 +91,36 @@ export class ResourceTracker {
   /** Loads the ownership record. */
   async init(): Promise<void> {
     await this.ownership.load();
+  }
+
+  /**
+   * This host's providers as last known from Placement (root first, parents before children), for
+   * placing claims. Inventories and traits may be a cycle old; Placement checks every claim again.
+   */
+  ourProviders(): ProviderSnapshot[] {
+    const root = this.deps.rootUuid;
+    const out: ProviderSnapshot[] = [];
+    for (const uuid of this.view.uuids()) {
+      if (uuid !== root && !this.ownership.ownsProvider(uuid)) continue;
+      const p = this.view.get(uuid);
+      if (!p) continue;
+      out.push({
+        uuid,
+        name: p.name,
+        parent_provider_uuid: p.parent_provider_uuid,
+        root_provider_uuid: root,
+        generation: p.generation,
+        inventories: this.view.known(uuid, 'inventories') ?? {},
+        traits: this.view.known(uuid, 'traits') ?? [],
+        aggregates: this.view.known(uuid, 'aggregates') ?? [],
+      });
+    }
+    return out.sort((a, b) => (a.uuid === root ? -1 : b.uuid === root ? 1 : 0));
+  }
+
+  /** Sharing providers serving this host, as last looked up. */
+  sharingProviders(): readonly ProviderSnapshot[] {
+    return this.sharing.last();
   }
 
   /** Forgets everything cached about Placement (SIGHUP, as nova does); the next cycle re-reads. */

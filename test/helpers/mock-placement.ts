@@ -208,12 +208,19 @@ export class MockPlacement {
   }
 
   private allocationRoutes(method: string, seg: string[], b: Record<string, unknown>): nock.ReplyFnResult {
-    const write = (consumer: string, w: Record<string, unknown>): nock.ReplyFnResult | undefined => {
+    // Placement writes several consumers in one transaction: check every generation first.
+    const check = (consumer: string, w: Record<string, unknown>): nock.ReplyFnResult | undefined => {
       const cur = this.consumers.get(consumer);
       const given = w.consumer_generation;
       if ((cur ? cur.generation : null) !== given) {
         return [409, error('23-put-allocations-stale-generation-409', `consumer generation conflict - expected ${String(given)} but got ${cur ? cur.generation : 'None'}`)];
       }
+      return undefined;
+    };
+    const write = (consumer: string, w: Record<string, unknown>): nock.ReplyFnResult | undefined => {
+      const conflict = check(consumer, w);
+      if (conflict) return conflict;
+      const cur = this.consumers.get(consumer);
       const allocs: Record<string, Record<string, number>> = {};
       for (const [rp, v] of Object.entries(w.allocations as Record<string, { resources: Record<string, number> }>)) allocs[rp] = v.resources;
       for (const rp of new Set([...Object.keys(allocs), ...Object.keys(cur?.allocations ?? {})])) {
@@ -239,6 +246,10 @@ export class MockPlacement {
     }
     if (seg[0] === 'allocations' && method === 'POST') {
       for (const [c, w] of Object.entries(b)) {
+        const r = check(c, w as Record<string, unknown>);
+        if (r) return r;
+      }
+      for (const [c, w] of Object.entries(b)) {
         const r = write(c, w as Record<string, unknown>);
         if (r) return r;
       }
@@ -250,10 +261,9 @@ export class MockPlacement {
         const p = this.providers.get(u);
         if (!p || p.generation !== v.resource_provider_generation) return [409, fixtureBody('33-post-reshaper-stale-provider-generation-409')];
       }
-      for (const [c, w] of Object.entries(b.allocations as Record<string, Record<string, unknown>>)) {
-        const r = write(c, w);
-        if (r) return [409, fixtureBody('34-post-reshaper-stale-consumer-generation-409')];
-      }
+      const allocs = Object.entries(b.allocations as Record<string, Record<string, unknown>>);
+      if (allocs.some(([c, w]) => check(c, w))) return [409, fixtureBody('34-post-reshaper-stale-consumer-generation-409')];
+      for (const [c, w] of allocs) write(c, w);
       for (const [u, v] of Object.entries(inv)) {
         const p = this.providers.get(u);
         if (p) {

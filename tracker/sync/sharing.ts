@@ -50,6 +50,11 @@ export class SharingProviders {
     return (this.cached = out);
   }
 
+  /** What the last lookup found (no I/O). */
+  last(): readonly ProviderSnapshot[] {
+    return this.cached;
+  }
+
   /** Adds them to a driver's tree as lone roots. */
   static addTo(tree: ProviderTree, providers: readonly ProviderSnapshot[]): void {
     for (const p of providers) if (!tree.exists(p.uuid) && !tree.exists(p.name)) tree.insert(p);

@@ -1,0 +1,204 @@
+/**
+ * Live migration, as nova-compute runs it between two hosts:
+ *
+ *   dest   check_can_live_migrate_destination (call)  claim here; ONE POST /allocations swap;
+ *                                                      driver check; calls the source's check
+ *   source check_can_live_migrate_source (call)       driver check
+ *   source live_migration (cast)                       calls pre_live_migration on the dest, runs the
+ *                                                      driver, calls post_..._at_destination, empties
+ *                                                      the migration consumer
+ *   on failure: the source moves the allocations back in one POST and casts
+ *               rollback_live_migration_at_destination; the instance stays ACTIVE on the source.
+ */
+import { POWER_STATE } from '../../virt-drivers/types';
+import type { LiveMigrateData } from '../../virt-drivers/types';
+import type { DecodedInstance, DecodedMigration } from './decode';
+import { ComputeManager } from './manager';
+import type { MigrationRecord } from './model';
+import type { RequestContext } from './ports';
+import { flatten } from './allocations';
+import { requestFromFlavor, totalsOf } from './resources';
+import { instanceArg, migrationArg, migrationRef } from './resize';
+
+const DEFAULT_CALL_MS = 120000;
+
+export class LiveFlows {
+  constructor(private readonly m: ComputeManager) {}
+
+  private get callMs(): number {
+    return this.m.deps.callTimeoutMs ?? DEFAULT_CALL_MS;
+  }
+
+  /** Destination: claim, swap, check, and ask the source; returns the migrate data. */
+  checkDestination(inst: DecodedInstance, mig: DecodedMigration, ctx: RequestContext): Promise<LiveMigrateData> {
+    const m = this.m;
+    return m.locks.with(inst.uuid, async () => {
+      const existing = m.record(inst.uuid);
+      if (existing?.migration?.uuid === mig.uuid && existing.migration.migrate_data) return existing.migration.migrate_data;
+      if (existing) ComputeManager.expect(existing, 'live migrate to this host', false);
+      const flavor = inst.flavor;
+      if (!flavor) throw new Error('invalid argument instance: instance.flavor: missing');
+      const rec = await m.save({
+        uuid: inst.uuid,
+        name: inst.name,
+        host: m.deps.host,
+        vm_state: 'active',
+        task_state: 'migrating',
+        power_state: POWER_STATE.NOSTATE,
+        flavor,
+        project_id: inst.project_id,
+        user_id: inst.user_id,
+        ...(inst.image_ref ? { image_ref: inst.image_ref } : {}),
+        allocations: {},
+        migration: { uuid: mig.uuid, type: 'live-migration', status: 'accepted', source_compute: mig.source_compute, dest_compute: m.deps.host, role: 'dest' },
+        updated_at: m.now(),
+      });
+      const migration = rec.migration as MigrationRecord;
+      let swapped = false;
+      try {
+        if (m.deps.schedulerClaims) {
+          const have = flatten(await m.allocations.read(rec.uuid));
+          m.allocations.verifyClaim(rec.uuid, have, m.ourProviders(), totalsOf(requestFromFlavor(flavor)));
+          migration.dest_allocations = have;
+        } else {
+          const plan = m.planClaim(flavor);
+          m.deps.tracker.claims.claim(rec.uuid, plan);
+          migration.source_allocations = await m.allocations.swapForMove(rec.uuid, mig.uuid, plan, ctx.global_request_id ?? ctx.request_id);
+          migration.dest_allocations = plan;
+          swapped = true;
+        }
+        rec.allocations = migration.dest_allocations;
+        await m.save(rec);
+        const source = { host: mig.source_compute, nodename: mig.source_compute };
+        const destData = await m.deps.driver.checkCanLiveMigrateDestination(m.spec(rec), source);
+        const data = await m.deps.peers.call<LiveMigrateData>(
+          mig.source_compute,
+          'check_can_live_migrate_source',
+          { instance: instanceArg(rec), dest_check_data: destData },
+          ctx,
+          this.callMs,
+        );
+        migration.migrate_data = data;
+        await m.save(rec);
+        return data;
+      } catch (e) {
+        if (swapped) await m.allocations.revertMove(rec.uuid, mig.uuid).catch((err: unknown) => m.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'revert of the allocation swap failed; the audit will report it'));
+        m.deps.tracker.claims.release(rec.uuid);
+        await m.forget(rec.uuid);
+        throw e;
+      }
+    });
+  }
+
+  /** Source: can this instance go? */
+  checkSource(uuid: string, data: LiveMigrateData): Promise<LiveMigrateData> {
+    const m = this.m;
+    return m.locks.with(uuid, async () => {
+      const rec = m.require(uuid);
+      ComputeManager.expect(rec, 'live migrate', rec.vm_state === 'active' && !rec.task_state && !rec.migration);
+      return m.deps.driver.checkCanLiveMigrateSource(rec, data);
+    });
+  }
+
+  /** Source: run the migration end to end; on failure everything goes back. */
+  liveMigration(uuid: string, mig: DecodedMigration, data: LiveMigrateData, ctx: RequestContext): Promise<void> {
+    const m = this.m;
+    return m.locks.with(uuid, async () => {
+      const rec = m.record(uuid);
+      if (!rec) return; // finished before (a redelivery after the record was dropped)
+      if (rec.migration?.uuid !== mig.uuid) {
+        ComputeManager.expect(rec, 'live migrate', rec.vm_state === 'active' && !rec.task_state && !rec.migration);
+        rec.migration = {
+          uuid: mig.uuid,
+          type: 'live-migration',
+          status: 'preparing',
+          source_compute: m.deps.host,
+          dest_compute: mig.dest_compute,
+          role: 'source',
+          source_allocations: rec.allocations,
+          migrate_data: data,
+        };
+        rec.task_state = 'migrating';
+        await m.save(rec);
+        await m.notify(rec, 'live_migration_pre.start', ctx);
+      }
+      const migration = rec.migration as MigrationRecord;
+      const dest = { host: migration.dest_compute, nodename: migration.dest_compute };
+      if (migration.status === 'preparing' || migration.status === 'running') {
+        try {
+          const pre = await m.deps.peers.call<LiveMigrateData>(dest.host, 'pre_live_migration', { instance: instanceArg(rec), migrate_data: migration.migrate_data ?? data }, ctx, this.callMs);
+          migration.status = 'running';
+          migration.migrate_data = pre;
+          await m.save(rec);
+          await m.deps.driver.liveMigration(rec, dest, pre);
+        } catch (e) {
+          await this.rollback(rec, e, ctx);
+          return;
+        }
+        migration.status = 'post-migrating';
+        await m.save(rec);
+      }
+      await m.deps.driver.postLiveMigration(rec, migration.migrate_data ?? data).catch(() => undefined);
+      await m.deps.peers.call(dest.host, 'post_live_migration_at_destination', { instance: instanceArg(rec), block_migration: false }, ctx, this.callMs);
+      await m.allocations.dropMigration(migration.uuid, ctx.global_request_id ?? ctx.request_id);
+      await m.forget(uuid);
+      await m.notify({ ...rec, host: dest.host, task_state: null, migration: { ...migration, status: 'completed' } }, 'live_migration_post.end', ctx);
+    });
+  }
+
+  private async rollback(rec: Parameters<ComputeManager['save']>[0], e: unknown, ctx: RequestContext): Promise<void> {
+    const m = this.m;
+    const migration = rec.migration as MigrationRecord;
+    m.log.warn({ instance: rec.uuid, reason: (e as Error).message }, 'live migration failed; rolling back');
+    await m.allocations.revertMove(rec.uuid, migration.uuid).catch((err: unknown) => m.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'revert of the allocation swap failed; the audit will report it'));
+    await m.deps.peers
+      .cast(migration.dest_compute, 'rollback_live_migration_at_destination', { instance: instanceArg(rec), destroy_disks: true, migrate_data: migration.migrate_data ?? {} }, ctx)
+      .catch(() => undefined);
+    rec.task_state = null;
+    rec.allocations = migration.source_allocations ?? rec.allocations;
+    delete rec.migration;
+    await m.save(rec);
+    await m.notify(rec, 'live_migration_abort.end', ctx, (e as Error).message);
+  }
+
+  /** Destination: start the incoming VM. */
+  preLiveMigration(uuid: string, data: LiveMigrateData): Promise<LiveMigrateData> {
+    const m = this.m;
+    return m.locks.with(uuid, async () => {
+      const rec = m.require(uuid);
+      ComputeManager.expect(rec, 'prepare a live migration of', rec.migration?.role === 'dest');
+      (rec.migration as MigrationRecord).status = 'preparing';
+      await m.save(rec);
+      return m.deps.driver.preLiveMigration(m.spec(rec), data);
+    });
+  }
+
+  /** Destination: the instance runs here now. */
+  postAtDestination(uuid: string): Promise<void> {
+    const m = this.m;
+    return m.locks.with(uuid, async () => {
+      const rec = m.require(uuid);
+      if (!rec.migration) return;
+      await m.deps.driver.postLiveMigrationAtDestination(rec, rec.migration.migrate_data ?? {});
+      rec.vm_state = 'active';
+      rec.task_state = null;
+      rec.power_state = POWER_STATE.RUNNING;
+      delete rec.migration;
+      await m.save(rec);
+    });
+  }
+
+  /** Destination: forget the aborted incoming instance and its claim. */
+  rollbackAtDestination(uuid: string, data: LiveMigrateData): Promise<void> {
+    const m = this.m;
+    return m.locks.with(uuid, async () => {
+      const rec = m.record(uuid);
+      if (!rec || rec.migration?.role !== 'dest') return;
+      await m.deps.driver.rollbackLiveMigrationAtDestination(rec, data).catch(() => undefined);
+      m.deps.tracker.claims.release(uuid);
+      await m.forget(uuid);
+    });
+  }
+}
+
+export { migrationArg, migrationRef };

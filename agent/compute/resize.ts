@@ -1,0 +1,287 @@
+/**
+ * Cold migration and resize, as nova-compute runs them between two hosts, each step resumable
+ * from what the journal recorded:
+ *
+ *   dest   prep_resize          claim here; ONE POST /allocations: migration <- source, instance <- dest
+ *   source resize_instance      migrate_disk_and_power_off; cast finish_resize
+ *   dest   finish_resize        finish_migration; instance RESIZED here
+ *   source confirm_resize       confirm_migration; migration consumer emptied (with its generation)
+ *   dest   revert_resize        destroy the dest copy; cast finish_revert_resize
+ *   source finish_revert_resize ONE POST /allocations: instance <- migration's; finish_revert_migration
+ *
+ * Without nova's database the two hosts tell each other the outcome of confirm
+ * (`confirm_resize_at_destination`) and of a failed source step (`drop_move_claim_at_destination`).
+ * In nova mode the conductor has already swapped the allocations; prep_resize then verifies.
+ */
+import type { MigrationRef } from '../../virt-drivers/types';
+import { POWER_STATE } from '../../virt-drivers/types';
+import type { DecodedInstance, DecodedMigration } from './decode';
+import { ComputeManager } from './manager';
+import type { Flavor, InstanceRecord, MigrationRecord } from './model';
+import type { RequestContext } from './ports';
+import { requestFromFlavor, totalsOf } from './resources';
+import { flatten } from './allocations';
+
+/** The agent-only namespace for messages nova has no equivalent of (its database does the job). */
+export const AGENT_NAMESPACE = 'compute_agent';
+
+export function migrationRef(m: Pick<MigrationRecord, 'uuid' | 'source_compute' | 'dest_compute'>): MigrationRef {
+  return { uuid: m.uuid, source: { host: m.source_compute, nodename: m.source_compute }, dest: { host: m.dest_compute, nodename: m.dest_compute } };
+}
+
+/** The instance as sent between hosts (plain JSON, the form our decoder accepts). */
+export function instanceArg(rec: InstanceRecord, flavor: Flavor = rec.flavor): Record<string, unknown> {
+  return { uuid: rec.uuid, display_name: rec.name, project_id: rec.project_id, user_id: rec.user_id, flavor, vm_state: rec.vm_state, ...(rec.image_ref ? { image_ref: rec.image_ref } : {}) };
+}
+
+export function migrationArg(m: MigrationRecord | DecodedMigration): Record<string, unknown> {
+  return { uuid: m.uuid, migration_type: 'type' in m ? m.type : m.migration_type, source_compute: m.source_compute, dest_compute: m.dest_compute };
+}
+
+export class ResizeFlows {
+  constructor(private readonly m: ComputeManager) {}
+
+  private get host(): string {
+    return this.m.deps.host;
+  }
+
+  /** Destination: claim and swap the allocations, then ask the source to move the disk. */
+  prepResize(inst: DecodedInstance, flavor: Flavor, mig: DecodedMigration, ctx: RequestContext, oldVmState: string | undefined): Promise<void> {
+    const m = this.m;
+    return m.locks.with(inst.uuid, async () => {
+      let rec = m.record(inst.uuid);
+      if (rec && rec.migration?.uuid !== mig.uuid) ComputeManager.expect(rec, 'prepare a resize of', false);
+      if (!rec) {
+        if (mig.source_compute === this.host) throw new Error('resize to the same host is not supported; choose another destination');
+        rec = await m.save({
+          uuid: inst.uuid,
+          name: inst.name,
+          host: this.host,
+          vm_state: oldVmState === 'stopped' ? 'stopped' : 'active',
+          task_state: 'resize_prep',
+          power_state: POWER_STATE.NOSTATE,
+          flavor,
+          project_id: inst.project_id,
+          user_id: inst.user_id,
+          ...(inst.image_ref ? { image_ref: inst.image_ref } : {}),
+          allocations: {},
+          migration: {
+            uuid: mig.uuid,
+            type: mig.migration_type === 'resize' ? 'resize' : 'migration',
+            status: 'pre-migrating',
+            source_compute: mig.source_compute,
+            dest_compute: this.host,
+            role: 'dest',
+            ...(inst.flavor ? { old_flavor: inst.flavor } : {}),
+            new_flavor: flavor,
+            old_vm_state: oldVmState === 'stopped' ? 'stopped' : 'active',
+          },
+          updated_at: m.now(),
+        });
+        await m.notify(rec, 'resize_prep.start', ctx);
+      }
+      const migration = rec.migration as MigrationRecord;
+      if (!migration.dest_allocations) {
+        try {
+          if (m.deps.schedulerClaims) {
+            const have = flatten(await m.allocations.read(rec.uuid));
+            m.allocations.verifyClaim(rec.uuid, have, m.ourProviders(), totalsOf(requestFromFlavor(flavor)));
+            migration.dest_allocations = have;
+          } else {
+            const plan = m.planClaim(flavor);
+            m.deps.tracker.claims.claim(rec.uuid, plan);
+            migration.source_allocations = await m.allocations.swapForMove(rec.uuid, migration.uuid, plan, ctx.global_request_id ?? ctx.request_id);
+            migration.dest_allocations = plan;
+          }
+          rec.allocations = migration.dest_allocations;
+          await m.save(rec);
+          await m.notify(rec, 'resize_prep.end', ctx);
+        } catch (e) {
+          m.deps.tracker.claims.release(rec.uuid);
+          await m.forget(rec.uuid);
+          await m.notify(rec, 'resize_prep.error', ctx, (e as Error).message);
+          throw e;
+        }
+      }
+      await m.deps.peers.cast(migration.source_compute, 'resize_instance', {
+        instance: instanceArg(rec, migration.old_flavor ?? flavor),
+        migration: migrationArg(migration),
+        flavor,
+        clean_shutdown: true,
+      }, ctx);
+    });
+  }
+
+  /** Source: power off and hand the disk over; the migration consumer now holds our allocations. */
+  resizeInstance(uuid: string, mig: DecodedMigration, flavor: Flavor, ctx: RequestContext): Promise<void> {
+    const m = this.m;
+    return m.locks.with(uuid, async () => {
+      const rec = m.require(uuid);
+      if (rec.migration?.uuid !== mig.uuid) {
+        ComputeManager.expect(rec, 'resize', (rec.vm_state === 'active' || rec.vm_state === 'stopped') && !rec.task_state && !rec.migration);
+        rec.migration = {
+          uuid: mig.uuid,
+          type: mig.migration_type === 'resize' ? 'resize' : 'migration',
+          status: 'migrating',
+          source_compute: this.host,
+          dest_compute: mig.dest_compute,
+          role: 'source',
+          old_vm_state: rec.vm_state,
+          old_flavor: rec.flavor,
+          new_flavor: flavor,
+          source_allocations: rec.allocations,
+        };
+        rec.task_state = 'resize_migrating';
+        await m.save(rec);
+        await m.notify(rec, 'resize.start', ctx);
+      }
+      const migration = rec.migration as MigrationRecord;
+      if (migration.status === 'migrating') {
+        try {
+          const disk = await m.deps.driver.migrateDiskAndPowerOff(rec, migrationRef(migration), flavor);
+          migration.disk_info = disk.diskInfo;
+        } catch (e) {
+          await this.failAtSource(rec, e, ctx);
+          return;
+        }
+        migration.status = 'post-migrating';
+        rec.task_state = 'resize_migrated';
+        rec.power_state = POWER_STATE.SHUTDOWN;
+        await m.save(rec);
+        await m.notify(rec, 'resize.end', ctx);
+      }
+      await m.deps.peers.cast(migration.dest_compute, 'finish_resize', {
+        instance: instanceArg(rec, flavor),
+        migration: migrationArg(migration),
+        disk_info: migration.disk_info ?? '',
+      }, ctx);
+    });
+  }
+
+  private async failAtSource(rec: InstanceRecord, e: unknown, ctx: RequestContext): Promise<void> {
+    const m = this.m;
+    const migration = rec.migration as MigrationRecord;
+    await m.allocations.revertMove(rec.uuid, migration.uuid).catch((err: unknown) => m.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'revert of the allocation swap failed; the audit will report it'));
+    rec.task_state = null;
+    rec.vm_state = migration.old_vm_state ?? 'active';
+    delete rec.migration;
+    await m.save(rec);
+    await m.notify(rec, 'resize.error', ctx, (e as Error).message);
+    await m.deps.peers.cast(migration.dest_compute, 'drop_move_claim_at_destination', { instance: instanceArg(rec), migration: migrationArg(migration) }, ctx);
+  }
+
+  /** Destination: start the moved instance; it is RESIZED here until confirmed or reverted. */
+  finishResize(uuid: string, mig: DecodedMigration, diskInfo: string, ctx: RequestContext): Promise<void> {
+    const m = this.m;
+    return m.locks.with(uuid, async () => {
+      const rec = m.require(uuid);
+      const migration = rec.migration;
+      ComputeManager.expect(rec, 'finish the resize of', migration?.uuid === mig.uuid && migration.role === 'dest');
+      if (rec.vm_state === 'resized') return;
+      rec.task_state = 'resize_finish';
+      await m.save(rec);
+      await m.notify(rec, 'resize_finish.start', ctx);
+      try {
+        await m.deps.driver.finishMigration(m.spec(rec), migrationRef(migration as MigrationRecord), { diskInfo }, { powerOn: migration?.old_vm_state !== 'stopped' });
+      } catch (e) {
+        await m.error(rec, `finish_migration failed: ${(e as Error).message}`, ctx, 'resize_finish');
+        return;
+      }
+      (migration as MigrationRecord).status = 'finished';
+      rec.vm_state = 'resized';
+      rec.task_state = null;
+      rec.power_state = migration?.old_vm_state === 'stopped' ? POWER_STATE.SHUTDOWN : POWER_STATE.RUNNING;
+      await m.save(rec);
+      await m.notify(rec, 'resize_finish.end', ctx);
+    });
+  }
+
+  /** Source: the move is kept; the source copy and the migration's allocations go. */
+  confirmResize(uuid: string, mig: DecodedMigration, ctx: RequestContext): Promise<void> {
+    const m = this.m;
+    return m.locks.with(uuid, async () => {
+      const rec = m.record(uuid);
+      if (rec) {
+        ComputeManager.expect(rec, 'confirm the resize of', rec.migration?.uuid === mig.uuid && rec.migration.role === 'source');
+        const migration = rec.migration as MigrationRecord;
+        migration.status = 'confirming';
+        await m.save(rec);
+        await m.deps.driver.confirmMigration(rec, migrationRef(migration));
+        await m.allocations.dropMigration(migration.uuid, ctx.global_request_id ?? ctx.request_id);
+        await m.forget(uuid);
+        await m.notify({ ...rec, migration: { ...migration, status: 'confirmed' } }, 'resize_confirm.end', ctx);
+      } else {
+        // Already confirmed here (a redelivery): make sure the migration holds nothing.
+        await m.allocations.dropMigration(mig.uuid);
+      }
+      await m.deps.peers.cast(mig.dest_compute, 'confirm_resize_at_destination', { instance: { uuid }, migration: migrationArg(mig) }, ctx, AGENT_NAMESPACE);
+    });
+  }
+
+  /** Destination, after confirm: the instance is simply ours now. */
+  confirmAtDestination(uuid: string, migUuid: string): Promise<void> {
+    const m = this.m;
+    return m.locks.with(uuid, async () => {
+      const rec = m.record(uuid);
+      if (!rec || rec.migration?.uuid !== migUuid) return;
+      rec.vm_state = rec.migration.old_vm_state === 'stopped' ? 'stopped' : 'active';
+      rec.task_state = null;
+      delete rec.migration;
+      await m.save(rec);
+    });
+  }
+
+  /** Destination: undo our half, then let the source take the instance back. */
+  revertResize(uuid: string, mig: DecodedMigration, ctx: RequestContext): Promise<void> {
+    const m = this.m;
+    return m.locks.with(uuid, async () => {
+      const rec = m.record(uuid);
+      if (rec) {
+        ComputeManager.expect(rec, 'revert the resize of', rec.migration?.uuid === mig.uuid && rec.migration.role === 'dest' && (rec.vm_state === 'resized' || rec.vm_state === 'error'));
+        const migration = rec.migration as MigrationRecord;
+        migration.status = 'reverting';
+        rec.task_state = 'resize_reverting';
+        await m.save(rec);
+        await m.notify(rec, 'resize_revert.start', ctx);
+        await m.deps.driver.destroy(rec).catch(() => undefined);
+        m.deps.tracker.claims.release(uuid);
+        await m.forget(uuid);
+      }
+      await m.deps.peers.cast(mig.source_compute, 'finish_revert_resize', { instance: { uuid }, migration: migrationArg(mig) }, ctx);
+    });
+  }
+
+  /** Source: the allocations come back in one write and the original instance starts again. */
+  finishRevertResize(uuid: string, mig: DecodedMigration, ctx: RequestContext): Promise<void> {
+    const m = this.m;
+    return m.locks.with(uuid, async () => {
+      const rec = m.require(uuid);
+      ComputeManager.expect(rec, 'finish reverting the resize of', rec.migration?.uuid === mig.uuid && rec.migration.role === 'source');
+      const migration = rec.migration as MigrationRecord;
+      migration.status = 'reverted';
+      await m.save(rec);
+      await m.allocations.revertMove(uuid, migration.uuid, ctx.global_request_id ?? ctx.request_id);
+      await m.deps.driver.finishRevertMigration(rec, migrationRef(migration), { powerOn: migration.old_vm_state !== 'stopped' });
+      rec.vm_state = migration.old_vm_state ?? 'active';
+      rec.task_state = null;
+      rec.power_state = rec.vm_state === 'stopped' ? POWER_STATE.SHUTDOWN : POWER_STATE.RUNNING;
+      rec.flavor = migration.old_flavor ?? rec.flavor;
+      rec.allocations = migration.source_allocations ?? rec.allocations;
+      delete rec.migration;
+      await m.save(rec);
+      await m.notify(rec, 'resize_revert.end', ctx);
+    });
+  }
+
+  /** Destination, after a failure at the source: drop our claim and our record. */
+  dropMoveClaim(uuid: string): Promise<void> {
+    const m = this.m;
+    return m.locks.with(uuid, async () => {
+      const rec = m.record(uuid);
+      if (!rec || rec.migration?.role !== 'dest') return;
+      await m.deps.driver.rollbackLiveMigrationAtDestination(rec, {}).catch(() => undefined);
+      m.deps.tracker.claims.release(uuid);
+      await m.forget(uuid);
+    });
+  }
+}

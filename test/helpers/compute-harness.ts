@@ -1,0 +1,128 @@
+/**
+ * Two (or more) compute managers in one process for fast flow tests: fake drivers on a host file,
+ * trackers synced to Placement (mocked, or the real one), in-memory record stores, and peers that
+ * route agent-to-agent casts and calls straight into the other manager's method table. Casts run
+ * asynchronously, in order per instance, like messages on a queue.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { silentLogger, type Logger } from '../../agent/logging/logger';
+import { systemClock } from '../../agent/util/clock';
+import { ComputeManager } from '../../agent/compute/manager';
+import { computeMethods, type ComputeMethod } from '../../agent/compute/methods';
+import { MemoryNotifier, type ComputePeers, type RecordStore, type RequestContext } from '../../agent/compute/ports';
+import { loadConfig } from '../../config/loader';
+import type { PlacementApi } from '../../tracker/placement/api';
+import { initialRatiosFrom, ResourceTracker } from '../../tracker/tracker';
+import { FakeDriver } from '../../virt-drivers/fake/driver';
+import { ProcessExec } from '../../virt-drivers/host/exec';
+import { RootedHostFs } from '../../virt-drivers/host/host-fs';
+
+export class MemoryStore implements RecordStore {
+  readonly data = new Map<string, Map<string, unknown>>();
+  put(kind: string, key: string, value: unknown): Promise<void> {
+    (this.data.get(kind) ?? this.data.set(kind, new Map()).get(kind))?.set(key, JSON.parse(JSON.stringify(value)) as unknown);
+    return Promise.resolve();
+  }
+  del(kind: string, key: string): Promise<void> {
+    this.data.get(kind)?.delete(key);
+    return Promise.resolve();
+  }
+  get<T>(kind: string, key: string): T | undefined {
+    const v = this.data.get(kind)?.get(key);
+    return v === undefined ? undefined : (JSON.parse(JSON.stringify(v)) as T);
+  }
+  list<T>(kind: string): Array<[string, T]> {
+    return [...(this.data.get(kind) ?? new Map<string, unknown>()).entries()].map(([k, v]) => [k, JSON.parse(JSON.stringify(v)) as T]);
+  }
+}
+
+export const HOST_FILE = {
+  cpu: { sockets: 2, cores_per_socket: 16, threads_per_core: 2, vendor: 'GenuineIntel', flags: ['avx2', 'sse4_2'] },
+  memory: { total_mb: 262144 },
+  disk: { total_gb: 4000 },
+  gpus: [],
+  nics: [],
+};
+
+/** Routes peer messages to the managers registered by host name. */
+export class InProcessPeers implements ComputePeers {
+  readonly tables = new Map<string, Map<string, ComputeMethod>>();
+  readonly pending = new Set<Promise<unknown>>();
+  readonly failures: Array<{ host: string; method: string; error: string }> = [];
+  private readonly chains = new Map<string, Promise<unknown>>();
+
+  register(host: string, methods: ComputeMethod[]): void {
+    this.tables.set(host, new Map(methods.map((x) => [x.name, x])));
+  }
+
+  private find(host: string, method: string): ComputeMethod {
+    const m = this.tables.get(host)?.get(method);
+    if (!m) throw new Error(`no method ${method} on ${host}`);
+    return m;
+  }
+
+  cast(host: string, method: string, args: Readonly<Record<string, unknown>>, ctx: RequestContext): Promise<void> {
+    const m = this.find(host, method);
+    const key = `${host}/${m.key(args) ?? ''}`;
+    const prev = this.chains.get(key) ?? Promise.resolve();
+    const p = prev
+      .then(() => new Promise((r) => setImmediate(r)))
+      .then(() => m.handle(JSON.parse(JSON.stringify(args)) as Record<string, unknown>, ctx))
+      .catch((e: unknown) => {
+        this.failures.push({ host, method, error: (e as Error).message });
+      });
+    this.chains.set(key, p);
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p));
+    return Promise.resolve();
+  }
+
+  async call<T>(host: string, method: string, args: Readonly<Record<string, unknown>>, ctx: RequestContext): Promise<T> {
+    return (await this.find(host, method).handle(JSON.parse(JSON.stringify(args)) as Record<string, unknown>, ctx)) as T;
+  }
+
+  /** Waits until no cast is in flight (casts may cast further). */
+  async settle(): Promise<void> {
+    while (this.pending.size > 0) await Promise.all([...this.pending]);
+  }
+}
+
+export interface HarnessHost {
+  readonly name: string;
+  readonly rootUuid: string;
+  readonly driver: FakeDriver;
+  readonly tracker: ResourceTracker;
+  readonly manager: ComputeManager;
+  readonly store: MemoryStore;
+  readonly notifier: MemoryNotifier;
+}
+
+export async function makeHost(name: string, api: PlacementApi, peers: InProcessPeers, logger: Logger = silentLogger()): Promise<HarnessHost> {
+  const dir = mkdtempSync(join(tmpdir(), `ca-${name}-`));
+  const hostFile = join(dir, 'host.json');
+  writeFileSync(hostFile, JSON.stringify(HOST_FILE));
+  const { config } = loadConfig({
+    files: [],
+    env: { COMPUTE_AGENT__DEFAULT__HOST: name, COMPUTE_AGENT__DEFAULT__STATE_PATH: dir, COMPUTE_AGENT__FAKE__HOST_FILE: hostFile },
+    defaultFile: '/nonexistent',
+  });
+  const driver = new FakeDriver({ config, logger, clock: systemClock, exec: new ProcessExec(), fs: new RootedHostFs('/') });
+  await driver.init(name);
+  const rootUuid = randomUUID();
+  const tracker = new ResourceTracker({ api, driver, nodename: name, rootUuid, initialRatios: initialRatiosFrom(config.DEFAULT), logger });
+  await tracker.updateFromDriver();
+  const store = new MemoryStore();
+  const notifier = new MemoryNotifier();
+  const manager = new ComputeManager({ host: name, driver, tracker, api, store, peers, notifier, logger });
+  peers.register(name, computeMethods(manager));
+  return { name, rootUuid, driver, tracker, manager, store, notifier };
+}
+
+export const FLAVOR = { name: 'm1.small', vcpus: 2, memory_mb: 2048, root_gb: 10, ephemeral_gb: 0, swap: 512, extra_specs: {} };
+
+export function instanceArgs(uuid = randomUUID(), flavor: object = FLAVOR): Record<string, unknown> {
+  return { uuid, display_name: `vm-${uuid.slice(0, 6)}`, project_id: 'proj-1', user_id: 'user-1', flavor };
+}
