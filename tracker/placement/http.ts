@@ -100,6 +100,7 @@ export interface PlacementHttpOptions {
   readonly axios?: AxiosInstance;
 }
 
+const TLS_FAILURE = /CERT|SELF_SIGNED|UNABLE_TO_|ERR_TLS|DEPTH_ZERO|HOSTNAME_MISMATCH|ERR_SSL/;
 const REFUSED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
 
 /** Sends requests to Placement. Safe for concurrent use; holds no state but the counter. */
@@ -178,9 +179,11 @@ export class PlacementHttp {
         if (e instanceof PlacementError) throw e;
         const code = e instanceof AxiosError ? (e.code ?? '') : '';
         this.counter.add(req.method, route, 'error');
-        const reason = e instanceof Error ? e.message : String(e);
+        const tls = TLS_FAILURE.test(code);
+        const reason = `${e instanceof Error ? e.message : String(e)}${tls ? ' (check [placement] cafile)' : ''}`;
         failure = new PlacementUnavailableError(`${req.method} ${base}${req.path}: ${reason}`, info, { cause: e });
-        const retryable = REFUSED.has(code) || req.retry !== 'refused-only';
+        // A certificate that does not verify will not verify on the next try either.
+        const retryable = !tls && (REFUSED.has(code) || req.retry !== 'refused-only');
         if (!retryable || attempt >= this.attempts) throw failure;
       }
       await this.clock.sleep(backoffDelay(attempt, this.backoff));
