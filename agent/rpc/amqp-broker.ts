@@ -57,6 +57,8 @@ export class AmqpBroker implements Broker {
   private readonly listeners = new Set<(s: BrokerStatus) => void>();
   private readonly connectWaiters: Array<() => void> = [];
   private closed = false;
+  /** Why the last connection ended, for errors that only see "channel ended". */
+  private lastLoss: string | undefined;
 
   /** @throws BrokerUnreachableError for a URL without hosts; file errors for unreadable TLS files. */
   constructor(private readonly opts: AmqpBrokerOptions) {
@@ -143,7 +145,7 @@ export class AmqpBroker implements Broker {
       const i = this.groups.indexOf(group);
       if (i >= 0) this.groups.splice(i, 1);
     };
-    for (;;) {
+    for (let failures = 0; ; ) {
       let model: ChannelModel;
       try {
         model = await this.whenConnected();
@@ -151,7 +153,7 @@ export class AmqpBroker implements Broker {
         forget();
         throw e;
       }
-      if (group.model === model) break; // a reconnect's setup already started it here
+      if (group.model === model && group.channel) break; // a reconnect's setup already started it here
       try {
         await this.startGroup(model, group);
         break;
@@ -159,6 +161,11 @@ export class AmqpBroker implements Broker {
         if (isBrokerRefusal(e) || this.closed) {
           forget();
           throw isBrokerRefusal(e) ? refusal(e) : new BrokerClosedError(undefined, { cause: e });
+        }
+        // The broker may close the whole connection instead (540 NOT_IMPLEMENTED): do not retry forever.
+        if (++failures >= 3) {
+          forget();
+          throw new TopologyError(`cannot consume from ${spec.queues.join(', ')}: ${this.lastLoss ?? describeAmqpError(e)}`, { cause: e });
         }
       }
     }
@@ -196,6 +203,9 @@ export class AmqpBroker implements Broker {
 
   /** Runs after every (re)connection, before the connection counts as up. */
   private async setup(model: ChannelModel): Promise<void> {
+    // Recovery listens for errors only once setup succeeded; an error before (a heartbeat
+    // timeout while declaring) must not become an uncaught 'error' event.
+    model.on('error', (err: Error) => this.opts.logger.warn({ reason: describeAmqpError(err) }, 'broker connection error during setup'));
     const ctl = await model.createChannel();
     this.watchControl(ctl);
     for (const t of this.topologies) await applyTopology(ctl, t);
@@ -203,6 +213,7 @@ export class AmqpBroker implements Broker {
     this.control = Promise.resolve(ctl);
     for (const g of this.groups) if (!g.cancelled) await this.startGroup(model, g);
     const pub = await model.createConfirmChannel();
+    this.logErrors(pub, 'publish');
     this.watch(model, pub, 'publish');
     this.publisher.attach(pub);
   }
@@ -210,14 +221,19 @@ export class AmqpBroker implements Broker {
   private async startGroup(model: ChannelModel, group: ConsumerGroup): Promise<void> {
     group.model = model;
     group.tags = [];
+    group.channel = undefined;
     const ch = await model.createChannel();
-    this.watch(model, ch, 'consumer', () => group.channel === ch && !group.cancelled);
+    this.logErrors(ch, 'consumer');
+    // Per consumer, as oslo sets it: quorum queues refuse global QoS (540 NOT_IMPLEMENTED).
+    // The server's own slot count bounds the requests in progress across the queues.
+    if (!group.spec.noAck) await ch.prefetch(group.spec.prefetch, false);
     group.channel = ch;
-    if (!group.spec.noAck) await ch.prefetch(group.spec.prefetch, true);
     for (const queue of group.spec.queues) {
       const ok = await ch.consume(queue, (msg: ConsumeMessage | null) => this.onMessage(model, ch, group, queue, msg), { noAck: group.spec.noAck === true });
       group.tags.push(ok.consumerTag);
     }
+    // Watched only once established: a refusal while starting is the caller's error, not a reason to reconnect.
+    this.watch(model, ch, 'consumer', () => group.channel === ch && !group.cancelled);
   }
 
   private onMessage(model: ChannelModel, ch: Channel, group: ConsumerGroup, queue: string, msg: ConsumeMessage | null): void {
@@ -238,7 +254,6 @@ export class AmqpBroker implements Broker {
 
   /** A channel closing on its own while its connection lives: reconnect everything. */
   private watch(model: ChannelModel, ch: Channel, role: string, stillOurs: () => boolean = () => true): void {
-    ch.on('error', (err: Error) => this.opts.logger.warn({ channel: role, reason: describeAmqpError(err) }, 'channel error'));
     ch.on('close', () => {
       if (role === 'publish') this.publisher.detach();
       if (this.closed || this.live !== model || !stillOurs()) return;
@@ -246,9 +261,14 @@ export class AmqpBroker implements Broker {
     });
   }
 
+  /** Every channel needs an 'error' listener from birth: amqplib rethrows unheard errors. */
+  private logErrors(ch: Channel, role: string): void {
+    ch.on('error', (err: Error) => this.opts.logger[role === 'control' ? 'debug' : 'warn']({ channel: role, reason: describeAmqpError(err) }, 'channel error'));
+  }
+
   /** The control channel closes when the broker refuses a declaration: just open another. */
   private watchControl(ch: Channel): void {
-    ch.on('error', (err: Error) => this.opts.logger.debug({ reason: describeAmqpError(err) }, 'control channel error'));
+    this.logErrors(ch, 'control');
     ch.on('close', () => {
       if (this.controlCh !== ch) return;
       this.controlCh = undefined;
@@ -268,7 +288,8 @@ export class AmqpBroker implements Broker {
     this.controlCh = undefined;
     this.publisher.detach();
     for (const g of this.groups) g.channel = undefined;
-    this.emit({ type, broker: this.rotation.current.label, reason: describeAmqpError(err) });
+    this.lastLoss = describeAmqpError(err);
+    this.emit({ type, broker: this.rotation.current.label, reason: this.lastLoss });
     this.rotation.advance();
   }
 

@@ -46,12 +46,22 @@ export function connectParams(transport: TransportUrl, host: BrokerHost, rabbit:
   return { url, socket, label: `${host.host}:${host.port}` };
 }
 
-/** A short reason for an amqplib failure, without the credentials amqplib may quote. */
+const ERRNO = /\b(E(?:CONN[A-Z]+|HOST[A-Z]+|NET[A-Z]+|TIMEDOUT|AI_AGAIN|NOTFOUND|PIPE|ADDRNOTAVAIL))\b/;
+
+/**
+ * A short reason for an amqplib failure, without the credentials amqplib may quote: the errno
+ * code for socket errors, the broker's own text for AMQP closes ("PRECONDITION_FAILED -
+ * inequivalent arg 'durable' ..."). Duck-typed: errors may come from another realm.
+ */
 export function describeAmqpError(e: unknown): string {
-  if (!(e instanceof Error)) return String(e);
-  const code = (e as NodeJS.ErrnoException).code;
-  if (code) return code;
-  if (/ACCESS_REFUSED|403/.test(e.message)) return 'access refused (check the user and password in transport_url)';
-  if (/NOT_ALLOWED|530/.test(e.message)) return 'vhost not allowed';
-  return e.message.split('\n')[0] ?? 'error';
+  const err = (typeof e === 'object' && e !== null ? e : {}) as { code?: unknown; message?: unknown };
+  const message = typeof err.message === 'string' ? err.message : String(e);
+  if (typeof err.code === 'string' && /^E[A-Z_]+$/.test(err.code)) return err.code;
+  const errno = ERRNO.exec(message);
+  if (errno?.[1]) return errno[1];
+  if (/ACCESS_REFUSED|403/.test(message)) return 'access refused (check the user and password in transport_url)';
+  if (/NOT_ALLOWED|530/.test(message)) return 'vhost not allowed';
+  const server = /with message "([^"]+)"/.exec(message);
+  if (server?.[1]) return server[1];
+  return (message.replace(/^Error: /, '').split('\n')[0] ?? '') || 'error';
 }

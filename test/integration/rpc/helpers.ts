@@ -112,6 +112,7 @@ export async function cleanupBroker(url: string, names: { queues?: readonly stri
   const h = t.hosts[0];
   if (!h) return;
   const conn = await connect({ hostname: h.host, port: h.port, username: h.username ?? 'guest', password: h.password ?? 'guest', vhost: t.virtualHost });
+  conn.on('error', () => undefined);
   try {
     for (const q of names.queues ?? []) {
       const ch = await conn.createChannel();
@@ -155,6 +156,11 @@ export async function agentStack(o: AgentStackOptions): Promise<AgentStack> {
   const stateDir = mkdtempSync(join(tmpdir(), 'ca-rpc-it-'));
   const broker = new AmqpBroker({ transport: parseTransportUrl(o.url), rabbit, logger, initialAttempts: 5, connectionName: `compute-agent-test:${o.server}` });
   await broker.start();
+  const fail = async (e: unknown): Promise<never> => {
+    await broker.close();
+    rmSync(stateDir, { recursive: true, force: true });
+    throw e;
+  };
   const server = new RpcServer({
     broker,
     dispatcher: o.dispatcher,
@@ -165,7 +171,7 @@ export async function agentStack(o: AgentStackOptions): Promise<AgentStack> {
     prefetch: o.prefetch ?? 64,
     maxMessageBytes: o.maxMessageBytes ?? 8 << 20,
   });
-  await server.start();
+  await server.start().catch(fail);
   const client = new RpcClient({ broker, logger, rabbit, controlExchange: o.exchange, defaultTimeoutMs: 30_000 });
   return {
     broker,

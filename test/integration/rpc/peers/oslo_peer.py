@@ -11,7 +11,7 @@ Run with Debian's interpreter (/usr/bin/python3), which sees python3-oslo.messag
   oslo_peer.py client --url U --exchange X --topic T [--server H] --ops JSON [--rabbit k=v ...]
       Runs a list of operations in order on one RPCClient and prints one JSON line per operation:
       {"op": "call", "method": m, "args": {...}, "timeout": s, "cm_timeout": s, "version": v,
-       "namespace": ns, "fanout": bool} or {"op": "cast", ...} or
+       "namespace": ns, "fanout": bool, "server": host} or {"op": "cast", ...} or
       {"op": "bench", "method": m, "args": {...}, "count": n, "threads": t, "warmup": w}.
       Results: {"ok": true, "result": R} or {"ok": false, "class": C, "module": M,
       "message": str(e), "exc_type": RemoteError.exc_type, "value": RemoteError.value};
@@ -155,7 +155,8 @@ def run_client(args):
         try:
             prep = {}
             for key, name in (("timeout", "timeout"), ("cm_timeout", "call_monitor_timeout"),
-                              ("version", "version"), ("namespace", "namespace"), ("fanout", "fanout")):
+                              ("version", "version"), ("namespace", "namespace"), ("fanout", "fanout"),
+                              ("server", "server")):
                 if key in op:
                     prep[name] = op[key]
             c = client.prepare(**prep) if prep else client

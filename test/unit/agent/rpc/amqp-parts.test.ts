@@ -4,6 +4,7 @@ import { EventEmitter } from 'node:events';
 import type { ConfirmChannel } from 'amqplib';
 import { parseTransportUrl } from '../../../../config/transport-url';
 import { amqpArguments, isBrokerRefusal } from '../../../../agent/rpc/amqp-channel';
+import { describeAmqpError } from '../../../../agent/rpc/connection';
 import { HostRotation, reconnectDelayMs } from '../../../../agent/rpc/amqp-failover';
 import { ConfirmPublisher } from '../../../../agent/rpc/amqp-publisher';
 import { BrokerClosedError, PublishAbortedError, PublishNackedError, type OutgoingMessage } from '../../../../agent/rpc/broker';
@@ -125,4 +126,16 @@ test('publisher: waits for drain when the socket buffer is full', () => {
   ch.full = false;
   ch.emit('drain');
   expect(ch.sent.map((s) => s.key)).toEqual(['1', '2']);
+});
+
+test('describeAmqpError: errno codes, broker texts, no credentials', () => {
+  expect(describeAmqpError(new Error('Error: connect ECONNREFUSED 127.0.0.1:1'))).toBe('ECONNREFUSED');
+  expect(describeAmqpError(Object.assign(new Error('x'), { code: 'ETIMEDOUT' }))).toBe('ETIMEDOUT');
+  expect(
+    describeAmqpError(
+      Object.assign(new Error('Channel closed by server: 406 (PRECONDITION-FAILED) with message "PRECONDITION_FAILED - inequivalent arg \'durable\' for exchange \'nova\'"'), { code: 406 }),
+    ),
+  ).toBe("PRECONDITION_FAILED - inequivalent arg 'durable' for exchange 'nova'");
+  expect(describeAmqpError(new Error('Handshake terminated by server: 403 (ACCESS-REFUSED) with message "ACCESS_REFUSED - Login was refused"'))).toContain('access refused');
+  expect(describeAmqpError('plain')).toBe('plain');
 });
