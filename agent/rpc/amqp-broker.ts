@@ -15,7 +15,7 @@
 import { connect, type Channel, type ChannelModel, type ConsumeMessage, type RecoveringChannelModel } from 'amqplib';
 import type { TransportUrl } from '../../config/transport-url';
 import type { Logger } from '../logging/logger';
-import { applyTopology, isBrokerRefusal, toDelivery } from './amqp-channel';
+import { applyTopology, ControlChannel, DeclarationLog, isBrokerRefusal, toDelivery } from './amqp-channel';
 import { HostRotation, reconnectDelayMs } from './amqp-failover';
 import { ConfirmPublisher } from './amqp-publisher';
 import type { Broker, BrokerStatus, ConsumerSpec, OutgoingMessage, PublishResult, Subscription, Topology } from './broker';
@@ -49,10 +49,12 @@ export class AmqpBroker implements Broker {
   private readonly rotation: HostRotation;
   private model: RecoveringChannelModel | undefined;
   private live: ChannelModel | undefined;
-  private control: Promise<Channel> | undefined;
-  private controlCh: Channel | undefined;
+  private readonly control = new ControlChannel(
+    () => this.whenConnected().then((m) => m.createChannel()),
+    (err) => this.opts.logger.debug({ channel: 'control', reason: describeAmqpError(err) }, 'channel error'),
+  );
   private readonly publisher = new ConfirmPublisher();
-  private readonly topologies: Topology[] = [];
+  private readonly declared = new DeclarationLog();
   private readonly groups: ConsumerGroup[] = [];
   private readonly listeners = new Set<(s: BrokerStatus) => void>();
   private readonly connectWaiters: Array<() => void> = [];
@@ -104,37 +106,34 @@ export class AmqpBroker implements Broker {
       await m.waitForConnect();
     } catch (e) {
       this.model = undefined;
-      throw new BrokerUnreachableError(`no broker accepted a connection (${reasons.slice(-this.rotation.size * 2).join('; ') || describeAmqpError(e)})`, { cause: e });
+      throw new BrokerUnreachableError(`no broker accepted a connection (${[...new Set(reasons)].join('; ') || describeAmqpError(e)})`, { cause: e });
     }
   }
 
   async declare(t: Topology): Promise<void> {
-    for (;;) {
-      const ch = await this.controlChannel();
+    for (let failures = 0; ; ) {
+      const ch = await this.control.get();
       try {
         await applyTopology(ch, t);
-        this.topologies.push(t);
+        this.declared.add(t);
         return;
       } catch (e) {
-        if (this.controlCh === ch) {
-          this.control = undefined;
-          this.controlCh = undefined;
-        }
+        this.control.drop(ch);
         if (isBrokerRefusal(e)) throw refusal(e);
         if (this.closed) throw new BrokerClosedError(undefined, { cause: e });
+        if (++failures >= 3) throw new TopologyError(`cannot declare: ${this.lastLoss ?? describeAmqpError(e)}`, { cause: e });
       }
     }
   }
 
   async deleteQueue(name: string): Promise<void> {
-    for (let i = this.topologies.length - 1; i >= 0; i--) {
-      const t = this.topologies[i];
-      if (t && t.queues.some((q) => q.name === name)) {
-        this.topologies[i] = { exchanges: t.exchanges, queues: t.queues.filter((q) => q.name !== name), bindings: t.bindings.filter((b) => b.queue !== name) };
-      }
-    }
-    if (!this.live) return;
-    await (await this.controlChannel()).deleteQueue(name).catch(() => undefined);
+    this.declared.forgetQueue(name);
+    if (this.live) await (await this.control.get()).deleteQueue(name).catch(() => undefined);
+  }
+
+  async deleteExchange(name: string): Promise<void> {
+    this.declared.forgetExchange(name);
+    if (this.live) await (await this.control.get()).deleteExchange(name).catch(() => undefined);
   }
 
   async consume(spec: ConsumerSpec): Promise<Subscription> {
@@ -207,10 +206,8 @@ export class AmqpBroker implements Broker {
     // timeout while declaring) must not become an uncaught 'error' event.
     model.on('error', (err: Error) => this.opts.logger.warn({ reason: describeAmqpError(err) }, 'broker connection error during setup'));
     const ctl = await model.createChannel();
-    this.watchControl(ctl);
-    for (const t of this.topologies) await applyTopology(ctl, t);
-    this.controlCh = ctl;
-    this.control = Promise.resolve(ctl);
+    this.control.adopt(ctl);
+    for (const t of this.declared.all) await applyTopology(ctl, t);
     for (const g of this.groups) if (!g.cancelled) await this.startGroup(model, g);
     const pub = await model.createConfirmChannel();
     this.logErrors(pub, 'publish');
@@ -263,17 +260,7 @@ export class AmqpBroker implements Broker {
 
   /** Every channel needs an 'error' listener from birth: amqplib rethrows unheard errors. */
   private logErrors(ch: Channel, role: string): void {
-    ch.on('error', (err: Error) => this.opts.logger[role === 'control' ? 'debug' : 'warn']({ channel: role, reason: describeAmqpError(err) }, 'channel error'));
-  }
-
-  /** The control channel closes when the broker refuses a declaration: just open another. */
-  private watchControl(ch: Channel): void {
-    this.logErrors(ch, 'control');
-    ch.on('close', () => {
-      if (this.controlCh !== ch) return;
-      this.controlCh = undefined;
-      this.control = undefined;
-    });
+    ch.on('error', (err: Error) => this.opts.logger.warn({ channel: role, reason: describeAmqpError(err) }, 'channel error'));
   }
 
   private forceReconnect(model: ChannelModel, reason: string): void {
@@ -284,8 +271,7 @@ export class AmqpBroker implements Broker {
 
   private lost(err: Error, type: 'disconnected' | 'connect-failed'): void {
     this.live = undefined;
-    this.control = undefined;
-    this.controlCh = undefined;
+    this.control.drop();
     this.publisher.detach();
     for (const g of this.groups) g.channel = undefined;
     this.lastLoss = describeAmqpError(err);
@@ -298,22 +284,6 @@ export class AmqpBroker implements Broker {
     const live = this.live;
     if (live) return Promise.resolve(live);
     return new Promise<void>((resolve) => this.connectWaiters.push(resolve)).then(() => this.whenConnected());
-  }
-
-  private controlChannel(): Promise<Channel> {
-    if (!this.control) {
-      const p = this.whenConnected().then(async (m) => {
-        const ch = await m.createChannel();
-        this.controlCh = ch;
-        this.watchControl(ch);
-        return ch;
-      });
-      this.control = p;
-      p.catch(() => {
-        if (this.control === p) this.control = undefined;
-      });
-    }
-    return this.control;
   }
 
   private emit(s: BrokerStatus): void {

@@ -1,7 +1,7 @@
 /**
  * amqplib channel helpers for `AmqpBroker`: declaring a Topology on a channel with the argument
- * types py-amqp uses, recognising a broker refusal, and turning an amqplib message into the port's
- * `Delivery`. amqplib's loose types end here.
+ * types py-amqp uses, the log of declarations replayed after a reconnect, recognising a broker
+ * refusal, and turning an amqplib message into the port's `Delivery`. amqplib's loose types end here.
  */
 import type { Channel, ConsumeMessage } from 'amqplib';
 import type { Delivery, MessageProperties, QueueArguments, Topology } from './broker';
@@ -25,6 +25,70 @@ export async function applyTopology(ch: Channel, t: Topology): Promise<void> {
     await ch.assertQueue(q.name, { durable: q.durable, autoDelete: q.autoDelete, exclusive: false, arguments: amqpArguments(q.arguments) });
   }
   for (const b of t.bindings) await ch.bindQueue(b.queue, b.exchange, b.routingKey);
+}
+
+/**
+ * The channel declarations and deletions run on, opened on demand. The broker closes it when it
+ * refuses a declaration; the next use opens another on the same connection.
+ */
+export class ControlChannel {
+  private current: Promise<Channel> | undefined;
+  private channel: Channel | undefined;
+
+  constructor(
+    private readonly open: () => Promise<Channel>,
+    private readonly onError: (err: Error) => void,
+  ) {}
+
+  get(): Promise<Channel> {
+    if (!this.current) {
+      const p = this.open().then((ch) => {
+        this.adopt(ch);
+        return ch;
+      });
+      this.current = p;
+      p.catch(() => {
+        if (this.current === p) this.current = undefined;
+      });
+    }
+    return this.current;
+  }
+
+  /** Uses `ch` (opened by the connection's setup) from now on. */
+  adopt(ch: Channel): void {
+    this.channel = ch;
+    this.current = Promise.resolve(ch);
+    ch.on('error', this.onError);
+    ch.on('close', () => this.drop(ch));
+  }
+
+  /** Forgets `ch` (or the current channel) so the next use opens a new one. */
+  drop(ch?: Channel): void {
+    if (ch !== undefined && ch !== this.channel) return;
+    this.channel = undefined;
+    this.current = undefined;
+  }
+}
+
+/** Declarations to replay after every reconnect, minus what was deleted since. */
+export class DeclarationLog {
+  private items: Topology[] = [];
+
+  get all(): readonly Topology[] {
+    return this.items;
+  }
+
+  add(t: Topology): void {
+    this.items.push(t);
+  }
+
+  forgetQueue(name: string): void {
+    this.items = this.items.map((t) => ({ exchanges: t.exchanges, queues: t.queues.filter((q) => q.name !== name), bindings: t.bindings.filter((b) => b.queue !== name) }));
+  }
+
+  forgetExchange(name: string): void {
+    this.items = this.items.map((t) => ({ exchanges: t.exchanges.filter((x) => x.name !== name), queues: t.queues, bindings: t.bindings.filter((b) => b.exchange !== name) }));
+  }
 }
 
 /** The broker closed the channel with an AMQP reply code (e.g. 406 PRECONDITION_FAILED, 404). */

@@ -134,6 +134,8 @@ export interface Broker {
   declare(topology: Topology): Promise<void>;
   /** Deletes a queue and forgets any declaration of it. Never throws for a missing queue. */
   deleteQueue(name: string): Promise<void>;
+  /** Deletes an exchange and forgets any declaration of it. Never throws for a missing exchange. */
+  deleteExchange(name: string): Promise<void>;
   /** Starts consuming, now and after every reconnect. @throws TopologyError if a queue is missing. */
   consume(spec: ConsumerSpec): Promise<Subscription>;
   /**

@@ -76,6 +76,12 @@ export class FakeBroker implements Broker {
     await Promise.resolve();
   }
 
+  async deleteExchange(name: string): Promise<void> {
+    this.exchanges.delete(name);
+    this.bindings = this.bindings.filter((b) => b.exchange !== name);
+    await Promise.resolve();
+  }
+
   async consume(spec: ConsumerSpec): Promise<Subscription> {
     await this.whenConnected();
     for (const q of spec.queues) if (!this.queues.has(q)) throw new TopologyError(`NOT_FOUND - no queue '${q}'`);
