@@ -60,8 +60,6 @@ export interface RpcClientOptions {
 const MAX_TIMER_MS = 2_147_483_647;
 
 interface Waiter {
-  readonly method: string;
-  readonly started: number;
   resolve(v: unknown): void;
   reject(e: Error): void;
   restartMonitor(): void;
@@ -96,26 +94,19 @@ export class RpcClient {
     const monitorS = options.callMonitorTimeout ?? null;
     if (!(timeoutMs >= 1 && timeoutMs <= MAX_TIMER_MS)) throw new RangeError(`call timeout must be 1..${MAX_TIMER_MS} ms`);
     if (monitorS !== null && !(monitorS > 0 && monitorS * 1000 <= MAX_TIMER_MS)) throw new RangeError('call-monitor timeout out of range');
-    const [replyQ, { exchange, routingKey }] = await Promise.all([this.ensureReplyQueue(), this.route(target)]);
     const msgId = newId();
-    const body = encodeRequest({
-      method,
-      args,
-      version: target.version,
-      namespace: target.namespace,
-      uniqueId: newId(),
-      call: { msgId, replyQueue: replyQ, callMonitorTimeout: monitorS },
-      context: options.context ?? serviceContext(),
-    });
     const abortPublish = new AbortController();
     const started = Date.now();
+    // The timeout covers everything, including a first call that must wait for the broker.
     const answer = new Promise<unknown>((resolve, reject) => {
       let monitor: NodeJS.Timeout | undefined;
+      const onAbort = (): void => this.waiters.get(msgId)?.reject(new PublishAbortedError('call abandoned by the caller'));
       const finish = (): void => {
         clearTimeout(overall);
         clearTimeout(monitor);
         this.waiters.delete(msgId);
         abortPublish.abort();
+        options.signal?.removeEventListener('abort', onAbort);
       };
       const overall = setTimeout(() => {
         finish();
@@ -131,20 +122,29 @@ export class RpcClient {
       };
       restartMonitor();
       this.waiters.set(msgId, {
-        method,
-        started,
         legacyResult: null,
         restartMonitor,
         resolve: (v) => (finish(), resolve(v)),
         reject: (e) => (finish(), reject(e)),
       });
-      options.signal?.addEventListener('abort', () => this.waiters.get(msgId)?.reject(new PublishAbortedError('call abandoned by the caller')), { once: true });
+      options.signal?.addEventListener('abort', onAbort, { once: true });
     });
-    this.opts.broker
-      .publish({ exchange, routingKey, body, properties: osloProperties(timeoutMs) }, { signal: abortPublish.signal })
-      .catch((e: unknown) => {
-        if (!(e instanceof PublishAbortedError)) this.waiters.get(msgId)?.reject(e instanceof Error ? e : new Error(String(e)));
+    void (async () => {
+      const [replyQ, { exchange, routingKey }] = await Promise.all([this.ensureReplyQueue(), this.route(target)]);
+      if (!this.waiters.has(msgId)) return; // timed out or abandoned meanwhile
+      const body = encodeRequest({
+        method,
+        args,
+        version: target.version,
+        namespace: target.namespace,
+        uniqueId: newId(),
+        call: { msgId, replyQueue: replyQ, callMonitorTimeout: monitorS },
+        context: options.context ?? serviceContext(),
       });
+      await this.opts.broker.publish({ exchange, routingKey, body, properties: osloProperties(timeoutMs) }, { signal: abortPublish.signal });
+    })().catch((e: unknown) => {
+      if (!(e instanceof PublishAbortedError)) this.waiters.get(msgId)?.reject(e instanceof Error ? e : new Error(String(e)));
+    });
     return answer;
   }
 

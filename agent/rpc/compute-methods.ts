@@ -15,7 +15,7 @@
  *
  * Not here: the handlers' logic (the manager and the virt driver own it).
  */
-import type { NovaObjectPrimitive } from './args';
+import { arg, type NovaObjectPrimitive } from './args';
 import { Dispatcher } from './dispatcher';
 import type { HostUptimeProvider } from './uptime';
 
@@ -28,15 +28,23 @@ export interface HostMethodDeps {
   readonly hostUptime: HostUptimeProvider;
 }
 
-/** Registers the host-level compute methods. */
+/**
+ * Registers the host-level methods: `get_host_uptime` (compute API) and nova's BaseRPCAPI, which
+ * every nova service serves on its topic in namespace `baseapi` (1.1): `ping` echoes its argument
+ * with the service name, `get_backdoor_port` answers null (the agent has no eventlet backdoor).
+ */
 export function registerHostMethods(dispatcher: Dispatcher, deps: HostMethodDeps): Dispatcher {
-  return dispatcher.register({
-    name: 'get_host_uptime',
-    versions: { min: '6.0' },
-    args: {},
-    journaled: false,
-    handler: () => deps.hostUptime(),
-  });
+  return dispatcher
+    .register({ name: 'get_host_uptime', versions: { min: '6.0' }, args: {}, journaled: false, handler: () => deps.hostUptime() })
+    .register({
+      name: 'ping',
+      namespace: 'baseapi',
+      versions: { min: '1.0', max: '1.1' },
+      args: { arg: arg.any() },
+      journaled: false,
+      handler: async (a) => ({ service: 'nova-compute', arg: a.arg }),
+    })
+    .register({ name: 'get_backdoor_port', namespace: 'baseapi', versions: { min: '1.1' }, args: {}, journaled: false, handler: async () => null });
 }
 
 /** The uuid of an Instance primitive, for `orderingKey`. */

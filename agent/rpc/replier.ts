@@ -60,11 +60,11 @@ export class Replier {
     } catch (e) {
       body = encodeReply({ msgId: to.msgId, result: null, failure: encodeFailure(unserializable(e)), ending: true });
     }
-    const deadline = this.opts.clock.now() + this.opts.retryTimeoutMs;
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), this.opts.retryTimeoutMs);
     const onOuterAbort = (): void => abort.abort();
     signal?.addEventListener('abort', onOuterAbort, { once: true });
+    let returned = 0;
     try {
       for (;;) {
         const result = await this.opts.broker.publish(
@@ -72,17 +72,18 @@ export class Replier {
           { signal: abort.signal },
         );
         if (result === 'confirmed') return;
-        if (this.opts.clock.now() >= deadline) break;
-        this.opts.logger.debug({ reply_q: to.replyQueue, msg_id: to.msgId }, 'reply queue missing; retrying');
+        if (returned++ === 0) this.opts.logger.debug({ reply_q: to.replyQueue, msg_id: to.msgId }, 'reply queue missing; retrying');
         await this.opts.clock.sleep(this.retryIntervalMs, abort.signal);
       }
-      this.markObsolete(to.replyQueue);
-      this.opts.logger.error(
-        { reply_q: to.replyQueue, msg_id: to.msgId, waited_s: this.opts.retryTimeoutMs / 1000 },
-        'reply abandoned: the reply queue does not exist',
-      );
     } catch (e) {
-      this.opts.logger.error({ reply_q: to.replyQueue, msg_id: to.msgId, reason: e instanceof Error ? e.message : String(e) }, 'reply abandoned');
+      const waited = this.opts.retryTimeoutMs / 1000;
+      if (returned > 0 && abort.signal.aborted && !signal?.aborted) {
+        this.markObsolete(to.replyQueue);
+        this.opts.logger.error({ reply_q: to.replyQueue, msg_id: to.msgId, waited_s: waited }, 'reply abandoned: the reply queue does not exist');
+      } else {
+        const reason = abort.signal.aborted && !signal?.aborted ? `the broker took no reply for ${waited} s` : e instanceof Error ? e.message : String(e);
+        this.opts.logger.error({ reply_q: to.replyQueue, msg_id: to.msgId, reason }, 'reply abandoned');
+      }
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onOuterAbort);

@@ -103,3 +103,12 @@ test('fanout calls are refused; fanout casts go to <topic>_fanout', async () => 
   expect(broker.published.at(-1)).toMatchObject({ exchange: 'compute_fanout', routingKey: '' });
   await expect(client.call(target, 'm', {}, { timeoutMs: 0 })).rejects.toThrow(RangeError);
 });
+
+test('the timeout covers a first call made while the broker is away', async () => {
+  const broker = new FakeBroker();
+  const client = new RpcClient({ broker, logger: silentLogger(), rabbit: RABBIT, controlExchange: 'nova', defaultTimeoutMs: 1000 });
+  const started = Date.now();
+  await expect(client.call(target, 'm', {}, { timeoutMs: 200 })).rejects.toBeInstanceOf(RpcTimeoutError);
+  expect(Date.now() - started).toBeLessThan(1000);
+  await broker.close();
+});

@@ -1,4 +1,5 @@
 // Envelope and payload encoding against real oslo.messaging messages.
+import { parseJsonArgs } from '../../../../agent/cli/commands/rpc';
 import { decodeEnvelope, encodeEnvelope, salvageReplyAddress } from '../../../../agent/rpc/envelope';
 import { BadMessageError, MessageTooLargeError } from '../../../../agent/rpc/errors';
 import { decodeReply, decodeRequest, encodeReply, encodeRequest, newId } from '../../../../agent/rpc/messages';
@@ -158,4 +159,11 @@ describe('bad input becomes BadMessageError with a reason', () => {
 test('encodeEnvelope / decodeEnvelope round trip', () => {
   const payload = { method: 'x', args: { s: 'ünïcode ✓' }, _unique_id: newId() };
   expect(decodeEnvelope(encodeEnvelope(payload))).toEqual({ payload, legacy: false });
+});
+
+test('the rpc command parses json-args as an object of keyword arguments', () => {
+  expect(parseJsonArgs(undefined)).toEqual({ args: {} });
+  expect(parseJsonArgs('{"a": [1]}')).toEqual({ args: { a: [1] } });
+  expect(parseJsonArgs('[1]')).toEqual({ error: expect.stringContaining('must be a JSON object') });
+  expect(parseJsonArgs('{x')).toEqual({ error: expect.stringContaining('not valid JSON') });
 });
