@@ -164,8 +164,9 @@ export class RpcServer {
       return;
     }
     this.recent.add(id);
+    const receivedAt = this.clock.now();
     const permit = this.slots.acquire();
-    const admitted = this.admit(d, req, resolved, id, permit).then((ok) => {
+    const admitted = this.admit(d, req, resolved, id, permit, receivedAt).then((ok) => {
       if (!ok) permit.release();
       return ok;
     });
@@ -181,7 +182,7 @@ export class RpcServer {
   }
 
   /** Waits for a slot, journals, acks. Resolves true when the request should run. */
-  private async admit(d: Delivery, req: RpcRequest, resolved: ResolvedRequest, id: string, permit: Permit): Promise<boolean> {
+  private async admit(d: Delivery, req: RpcRequest, resolved: ResolvedRequest, id: string, permit: Permit, receivedAt: number): Promise<boolean> {
     try {
       await permit.granted;
     } catch {
@@ -199,7 +200,7 @@ export class RpcServer {
           context: req.context,
           orderingKey: resolved.orderingKey,
           reply: req.reply,
-          receivedAt: this.clock.now(),
+          receivedAt,
         });
         if (r === 'duplicate') {
           this.counts.duplicates++;

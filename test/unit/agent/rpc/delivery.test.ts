@@ -137,3 +137,22 @@ test('messages redelivered after a connection loss run once each', async () => {
   expect(new Set(runs).size).toBe(50);
   expect(runs).toHaveLength(50);
 });
+
+test('the journal is asked in delivery order, even when slots are scarce', async () => {
+  const order: string[] = [];
+  const inner = new InMemoryRequestJournal(new DedupeWindow());
+  const journal: RequestJournal = {
+    accept: async (r) => {
+      order.push(String(r.args.tag));
+      await sleep(r.args.tag === 't0' ? 30 : 1);
+      return inner.accept(r);
+    },
+    complete: (id, o) => inner.complete(id, o),
+  };
+  const { dispatcher, runs } = counting();
+  h = await startHarness({ dispatcher, journal, prefetch: 2 });
+  const tags = [...Array(20).keys()].map((i) => `t${i}`);
+  for (const t of tags) h.broker.inject(HOST_QUEUE, cast(t));
+  await until(() => runs.length === 20);
+  expect(order).toEqual(tags);
+});
