@@ -8,9 +8,10 @@
  * attempt, capped at `rabbit_interval_max`, ±20 % jitter), and a `setup` that re-declares every
  * topology and consumer and then re-publishes unconfirmed messages (`ConfirmPublisher`).
  *
- * Any channel that closes on its own (a channel error) forces a reconnect, so recovery has one
- * path. A consumer cancelled by the broker (queue deleted, failover) does too, after
- * `kombu_reconnect_delay`. amqplib's loose types stay in the `amqp-*.ts` files.
+ * A consumer or publish channel that closes on its own (a channel error) forces a reconnect, so
+ * recovery has one path; the control channel, which the broker closes when it refuses a
+ * declaration, is simply reopened. A consumer cancelled by the broker (queue deleted, failover)
+ * forces a reconnect after `kombu_reconnect_delay`. amqplib's loose types stay in the `amqp-*.ts` files.
  */
 import { connect, type Channel, type ChannelModel, type ConsumeMessage, type RecoveringChannelModel } from 'amqplib';
 import type { TransportUrl } from '../../config/transport-url';

@@ -1,5 +1,5 @@
 // The delivery contract: journal before ack, duplicates dropped, redeliveries run once.
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DedupeWindow } from '../../../../agent/journal/dedupe-window';
@@ -113,7 +113,8 @@ test('the same _unique_id published twice runs once', async () => {
 });
 
 test('a persisted window recognises a duplicate after a restart', async () => {
-  const path = join(await mkdtemp(join(tmpdir(), 'ca-window-')), 'window.json');
+  const dir = await mkdtemp(join(tmpdir(), 'ca-window-'));
+  const path = join(dir, 'window.json');
   const id = newId();
   const first = new InMemoryRequestJournal(new DedupeWindow({ path }));
   const req: JournalRequest = { uniqueId: id, method: 'm', version: '6.0', namespace: null, args: {}, context: {}, orderingKey: undefined, reply: undefined, receivedAt: 0 };
@@ -123,6 +124,7 @@ test('a persisted window recognises a duplicate after a restart', async () => {
   const second = new InMemoryRequestJournal(window);
   await expect(second.accept(req)).resolves.toBe('duplicate');
   await expect(second.accept({ ...req, uniqueId: newId() })).resolves.toBe('new');
+  await rm(dir, { recursive: true, force: true });
 });
 
 test('messages redelivered after a connection loss run once each', async () => {
