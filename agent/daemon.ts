@@ -2,9 +2,10 @@
  * The agent process: wiring, start-up checks, and an orderly stop.
  *
  * Start-up (this issue's part of the flow in `../shared/architecture.md`): confirm that Placement
- * answers with a usable microversion and that a broker accepts the connection, each with bounded
- * retries, then report "up". Later stages (driver, journal recovery, first audit, RPC consumers)
- * hang off the same `start`/`stop` pair.
+ * answers with a usable microversion, then start the RPC service (connect to a broker of
+ * transport_url, declare the compute topology, consume), each with bounded retries, then report
+ * "up". Stop lets RPC requests in progress finish within graceful_shutdown_timeout. Later stages
+ * (driver, journal recovery, first audit) hang off the same `start`/`stop` pair.
  *
  * Not here: argument parsing and exit codes (`cli/`), or anything protocol-specific.
  */
@@ -12,7 +13,8 @@ import type { AgentConfig } from '../config/schema';
 import type { PlacementClient } from '../tracker/placement/client';
 import { formatMicroversion } from '../tracker/placement/version';
 import type { Logger } from './logging/logger';
-import { connectFirst, type BrokerConnection } from './rpc/connection';
+import { BrokerUnreachableError } from './rpc/broker';
+import { RpcService } from './rpc/service';
 import { backoffDelay } from './util/backoff';
 import { systemClock, type Clock } from './util/clock';
 
@@ -28,14 +30,15 @@ export interface DaemonDeps {
   readonly config: AgentConfig;
   readonly logger: Logger;
   readonly placement: PlacementClient;
-  readonly connectBroker?: () => Promise<BrokerConnection>;
+  /** Builds the RPC side (broker, server, client); defaults to one from `config`. */
+  readonly createRpc?: (connectAttempts: number) => RpcService;
   readonly clock?: Clock;
   /** Attempts per dependency at start-up before giving up. */
   readonly startupAttempts?: number;
 }
 
 export class Daemon {
-  private broker: BrokerConnection | undefined;
+  private rpc: RpcService | undefined;
   private readonly clock: Clock;
   private readonly stopping = new AbortController();
 
@@ -52,10 +55,17 @@ export class Daemon {
     });
     logger.info({ endpoint: endpoint.endpoint, max_version: endpoint.max }, 'placement reachable');
 
-    const connectBroker = this.deps.connectBroker ?? (() => connectFirst(config.DEFAULT.transport_url, config.oslo_messaging_rabbit));
-    this.broker = await this.retry('broker', connectBroker);
-    this.broker.model.on('error', (err: Error) => logger.warn({ err: err.message }, 'broker connection error'));
-    logger.info({ broker: this.broker.label, vhost: config.DEFAULT.transport_url.virtualHost }, 'broker connected');
+    const attempts = Math.max(1, this.deps.startupAttempts ?? 5);
+    const rpc = this.deps.createRpc?.(attempts) ?? new RpcService({ config, logger, connectAttempts: attempts });
+    this.rpc = rpc;
+    if (this.stopping.signal.aborted) throw new StartupError('stopping before the RPC server started');
+    try {
+      await rpc.start();
+    } catch (e) {
+      const reason = e instanceof Error ? e.message : String(e);
+      if (e instanceof BrokerUnreachableError) throw new StartupError(`broker unreachable after ${attempts} attempt(s): ${reason}`, { cause: e });
+      throw new StartupError(`RPC server could not start: ${reason}`, { cause: e });
+    }
     logger.info({ driver: config.DEFAULT.compute_driver }, 'compute-agent up');
   }
 
@@ -64,9 +74,9 @@ export class Daemon {
     if (this.stopping.signal.aborted) return;
     this.stopping.abort(new StartupError(`stopping: ${reason}`));
     this.deps.logger.info({ reason }, 'compute-agent stopping');
-    const broker = this.broker;
-    this.broker = undefined;
-    if (broker) await broker.model.close().catch(() => undefined);
+    const rpc = this.rpc;
+    this.rpc = undefined;
+    if (rpc) await rpc.stop(this.deps.config.DEFAULT.graceful_shutdown_timeout * 1000).catch(() => undefined);
     this.deps.logger.info('compute-agent stopped');
   }
 

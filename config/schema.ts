@@ -76,6 +76,30 @@ export const defaultSection = z.object({
     default: 'nova',
     expected: 'a non-empty exchange name',
   }),
+  rpc_response_timeout: option(int(1), {
+    help: 'Seconds the agent waits for the reply to an RPC call it makes (oslo.messaging rpc_response_timeout).',
+    default: '60',
+    expected: 'an integer >= 1 (seconds)',
+  }),
+  executor_thread_pool_size: option(int(1), {
+    help:
+      'RPC requests handled at once (oslo.messaging executor_thread_pool_size). Also the prefetch bound when ' +
+      '[oslo_messaging_rabbit] rabbit_qos_prefetch_count is 0: the agent never takes unbounded work from the broker.',
+    default: '64',
+    expected: 'an integer >= 1',
+  }),
+  rpc_max_message_bytes: option(int(1024), {
+    help:
+      'Largest RPC request body the agent decodes. A larger call is answered with a failure naming the limit; a larger cast is logged and dropped (or dead-lettered).',
+    default: '8388608',
+    expected: 'an integer >= 1024 (bytes)',
+  }),
+  rpc_dead_letter_exchange: option(str(), {
+    help:
+      'When set, requests the agent cannot process (not JSON, no envelope, unknown method, bad arguments, too large) are republished, with the reason in the x-compute-agent-reason header, to this durable topic exchange and kept in a durable queue of the same name. Empty drops them after logging.',
+    default: '',
+    expected: 'an exchange name, or empty',
+  }),
   compute_driver: option(
     z.string().transform((v, ctx) => {
       const t = v.trim();
@@ -309,6 +333,66 @@ export const rabbitSection = z.object({
     help: 'Declare auto-delete queues and exchanges; must match the rest of the deployment.',
     default: 'false',
     expected: 'true or false',
+  }),
+  rabbit_ha_queues: option(bool(), {
+    help: 'Declare the RPC queues with x-ha-policy=all (legacy mirrored queues), as oslo does; must match the rest of the deployment. Cannot be combined with rabbit_quorum_queue.',
+    default: 'false',
+    expected: 'true or false',
+  }),
+  rabbit_quorum_delivery_limit: option(int(0), {
+    help: 'x-delivery-limit of quorum queues (with rabbit_quorum_queue); 0 sets none. Must match the rest of the deployment.',
+    default: '0',
+    expected: 'an integer >= 0',
+  }),
+  rabbit_quorum_max_memory_length: option(int(0), {
+    help: 'x-max-in-memory-length of quorum queues (with rabbit_quorum_queue); 0 sets none. oslo.messaging 14 spells it rabbit_quroum_max_memory_length.',
+    default: '0',
+    expected: 'an integer >= 0',
+  }),
+  rabbit_quorum_max_memory_bytes: option(int(0), {
+    help: 'x-max-in-memory-bytes of quorum queues (with rabbit_quorum_queue); 0 sets none. oslo.messaging 14 spells it rabbit_quroum_max_memory_bytes.',
+    default: '0',
+    expected: 'an integer >= 0',
+  }),
+  rabbit_transient_queues_ttl: option(int(1), {
+    help: 'Seconds an unused reply or fanout queue lives before RabbitMQ deletes it (x-expires).',
+    default: '1800',
+    expected: 'an integer >= 1 (seconds)',
+  }),
+  rabbit_qos_prefetch_count: option(int(0), {
+    help: 'Unacknowledged RPC requests the broker may push to the agent; 0 means DEFAULT.executor_thread_pool_size (oslo: unlimited).',
+    default: '0',
+    expected: 'an integer >= 0',
+  }),
+  rabbit_retry_interval: option(int(1), {
+    help: 'Seconds before the first reconnection attempt after the broker connection is lost.',
+    default: '1',
+    expected: 'an integer >= 1 (seconds)',
+  }),
+  rabbit_retry_backoff: option(int(0), {
+    help: 'Seconds added to the delay for every further reconnection attempt.',
+    default: '2',
+    expected: 'an integer >= 0 (seconds)',
+  }),
+  rabbit_interval_max: option(int(1), {
+    help: 'Longest delay between reconnection attempts.',
+    default: '30',
+    expected: 'an integer >= 1 (seconds)',
+  }),
+  kombu_failover_strategy: option(choice(['round-robin', 'shuffle'] as const), {
+    help: 'How the next broker of transport_url is chosen after a connection failure.',
+    default: 'round-robin',
+    expected: 'round-robin or shuffle',
+  }),
+  kombu_reconnect_delay: option(float(0), {
+    help: 'Seconds to wait before consuming again after the broker cancelled a consumer (queue deleted or failed over).',
+    default: '1.0',
+    expected: 'a number >= 0 (seconds)',
+  }),
+  kombu_missing_consumer_retry_timeout: option(int(1), {
+    help: 'Seconds the agent keeps retrying a reply whose reply queue does not exist (yet) before abandoning it.',
+    default: '60',
+    expected: 'an integer >= 1 (seconds)',
   }),
 });
 

@@ -20,7 +20,8 @@ import { constants } from 'node:fs';
 import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fsyncDir, writeFileAtomic } from '../util/atomic-file';
-import { crc32, readCheckpoint, writeCheckpoint, type CheckpointSpec } from '../util/checkpoint';
+import { readCheckpoint, writeCheckpoint, type CheckpointSpec } from '../util/checkpoint';
+import { crc32 } from '../util/crc32';
 
 export interface LogRecord {
   readonly s: number;

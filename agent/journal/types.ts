@@ -41,7 +41,8 @@ export type RequestOutcome =
  *
  * Ownership: one per agent process, shared by every RPC server in it. Concurrency: `accept` and
  * `complete` may be called concurrently for different ids; for one id, `complete` follows the
- * `accept` that returned `new`.
+ * `accept` that returned `new`. The RPC server calls `accept` in the broker's delivery order (a
+ * journal that writes its records in call order keeps the per-instance order of requests).
  */
 export interface RequestJournal {
   /**

@@ -1,0 +1,294 @@
+/**
+ * The RPC server: consumes `<topic>`, `<topic>.<host>` and the fanout queue, and for each message
+ * decodes, de-duplicates, journals, acknowledges, runs and answers it.
+ *
+ * Delivery contract (better than oslo's ack-on-receipt):
+ * 1. Decode and resolve synchronously, in delivery order. Bad input (not JSON, no envelope,
+ *    unknown method or version, bad arguments, too large) is answered with a failure when it is a
+ *    call, logged, and dropped or dead-lettered; it never reaches a handler or stops the consumer.
+ * 2. Take a place in a FIFO of `prefetch` slots (the bound on requests in progress) and, for
+ *    instance-keyed methods, in that instance's serial queue, both in delivery order.
+ * 3. When the slot is granted: `RequestJournal.accept` (journaled methods), then ack. A duplicate
+ *    `_unique_id` (in flight, recently seen, or known to the journal) is acked and dropped.
+ * 4. Run the handler when its instance's earlier requests are done; calls with `_timeout` get a
+ *    heartbeat every `int(_timeout)/2` s; reply; `RequestJournal.complete`; free the slot.
+ *
+ * Not here: the wire format (`messages.ts`), replies (`replier.ts`), the connection (`Broker`).
+ */
+import type { RequestJournal } from '../journal/types';
+import type { Logger } from '../logging/logger';
+import { systemClock, type Clock } from '../util/clock';
+import type { Broker, Delivery, Subscription } from './broker';
+import type { CallInfo, Dispatcher, ResolvedRequest } from './dispatcher';
+import { BadMessageError, MessageTooLargeError, type ReplyAddress } from './errors';
+import { failureFromError, isRemoteSerializable } from './failure';
+import { decodeRequest, newId, type RpcRequest } from './messages';
+import { FifoSemaphore, KeyedSerializer, RecentIds, type Permit } from './ordering';
+import { osloProperties } from './properties';
+import { Replier, type Outcome } from './replier';
+import { deadLetterTopology, serverTopology, type RabbitOptions, type ServerTarget, type ServerTopology } from './topology';
+
+export interface RpcServerOptions {
+  readonly broker: Broker;
+  readonly dispatcher: Dispatcher;
+  readonly journal: RequestJournal;
+  readonly logger: Logger;
+  readonly target: ServerTarget;
+  readonly rabbit: RabbitOptions;
+  /** Requests in progress (acked or waiting to be) at most; also the AMQP prefetch. */
+  readonly prefetch: number;
+  readonly maxMessageBytes: number;
+  /** Exchange for requests that cannot be processed; undefined drops them. */
+  readonly deadLetterExchange?: string;
+  readonly clock?: Clock;
+  /** Delay before a message whose journal record failed is requeued (ms). */
+  readonly journalRetryDelayMs?: number;
+}
+
+export interface RpcServerStats {
+  readonly received: number;
+  readonly duplicates: number;
+  readonly rejected: number;
+  readonly completed: number;
+  readonly inProgress: number;
+}
+
+const RECENT_IDS = 4096;
+/** setTimeout's limit (2^31 - 1 ms). */
+const MAX_TIMER_MS = 2_147_483_647;
+
+export class RpcServer {
+  private readonly clock: Clock;
+  private readonly replier: Replier;
+  private readonly recent = new RecentIds(RECENT_IDS);
+  private readonly serial = new KeyedSerializer();
+  private readonly slots: FifoSemaphore;
+  private readonly tasks = new Set<Promise<void>>();
+  private readonly abort = new AbortController();
+  private topology: ServerTopology | undefined;
+  private subscription: Subscription | undefined;
+  private counts = { received: 0, duplicates: 0, rejected: 0, completed: 0 };
+
+  constructor(private readonly opts: RpcServerOptions) {
+    this.clock = opts.clock ?? systemClock;
+    this.slots = new FifoSemaphore(opts.prefetch);
+    this.replier = new Replier({
+      broker: opts.broker,
+      logger: opts.logger,
+      clock: this.clock,
+      retryTimeoutMs: opts.rabbit.kombu_missing_consumer_retry_timeout * 1000,
+    });
+  }
+
+  get stats(): RpcServerStats {
+    return { ...this.counts, inProgress: this.slots.inUse + this.slots.queued };
+  }
+
+  /** Declares the topology and starts consuming. @throws TopologyError, RabbitOptionsError */
+  async start(): Promise<void> {
+    const { broker, target, rabbit } = this.opts;
+    this.topology = serverTopology(target, rabbit);
+    await broker.declare(this.topology);
+    if (this.opts.deadLetterExchange) await broker.declare(deadLetterTopology(this.opts.deadLetterExchange));
+    this.subscription = await broker.consume({
+      queues: this.topology.consumeQueues,
+      prefetch: this.opts.prefetch,
+      onDelivery: (d) => this.onDelivery(d),
+    });
+    this.opts.logger.info(
+      { exchange: target.exchange, queues: this.topology.consumeQueues, prefetch: this.opts.prefetch },
+      'RPC server consuming',
+    );
+  }
+
+  /**
+   * Stops consuming, waits up to `graceMs` (0: no limit) for requests in progress, then aborts
+   * the rest. Messages not yet acknowledged go back to the queue. Deletes the fanout queue.
+   */
+  async stop(graceMs: number): Promise<void> {
+    await this.subscription?.cancel().catch(() => undefined);
+    this.subscription = undefined;
+    this.slots.close('the RPC server is stopping');
+    if (!(await this.drain(graceMs))) {
+      this.opts.logger.warn({ in_progress: this.tasks.size }, 'graceful shutdown timeout: interrupting RPC requests in progress');
+      this.abort.abort(new Error('agent stopping'));
+      await this.drain(1000);
+    }
+    if (this.topology) await this.opts.broker.deleteQueue(this.topology.fanoutQueue).catch(() => undefined);
+  }
+
+  /** Waits for the tasks in progress, at most `ms` (0: no limit). True when all finished. */
+  private async drain(ms: number): Promise<boolean> {
+    const all = Promise.allSettled([...this.tasks]).then(() => true);
+    if (ms <= 0) return all;
+    const timer = new AbortController();
+    const expired = this.clock.sleep(ms, timer.signal).then(
+      () => false,
+      () => false,
+    );
+    try {
+      return await Promise.race([all, expired]);
+    } finally {
+      timer.abort();
+    }
+  }
+
+  private track(p: Promise<void>): void {
+    this.tasks.add(p);
+    void p.finally(() => this.tasks.delete(p));
+  }
+
+  /** Synchronous on purpose: the order of the calls below is the order of service. */
+  private onDelivery(d: Delivery): void {
+    this.counts.received++;
+    let req: RpcRequest;
+    let resolved: ResolvedRequest;
+    try {
+      req = decodeRequest(d.body, this.opts.maxMessageBytes);
+    } catch (e) {
+      const replyTo = e instanceof BadMessageError || e instanceof MessageTooLargeError ? e.replyTo : undefined;
+      this.refuse(d, e, replyTo, undefined);
+      return;
+    }
+    try {
+      resolved = this.opts.dispatcher.resolve(req);
+    } catch (e) {
+      this.refuse(d, e, req.reply, req);
+      return;
+    }
+    const id = req.uniqueId ?? `local-${newId()}`;
+    if (this.recent.has(id)) {
+      this.counts.duplicates++;
+      this.opts.logger.info({ unique_id: id, method: req.method, redelivered: d.redelivered }, 'duplicate RPC message dropped');
+      d.ack();
+      return;
+    }
+    this.recent.add(id);
+    const receivedAt = this.clock.now();
+    const permit = this.slots.acquire();
+    const admitted = this.admit(d, req, resolved, id, permit, receivedAt).then((ok) => {
+      if (!ok) permit.release();
+      return ok;
+    });
+    const task = async (): Promise<void> => {
+      if (!(await admitted)) return;
+      try {
+        await this.execute(req, resolved, id);
+      } finally {
+        permit.release();
+      }
+    };
+    this.track(resolved.orderingKey === undefined ? task() : this.serial.run(resolved.orderingKey, task));
+  }
+
+  /** Waits for a slot, journals, acks. Resolves true when the request should run. */
+  private async admit(d: Delivery, req: RpcRequest, resolved: ResolvedRequest, id: string, permit: Permit, receivedAt: number): Promise<boolean> {
+    try {
+      await permit.granted;
+    } catch {
+      this.recent.delete(id);
+      return false;
+    }
+    if (resolved.journaled) {
+      try {
+        const r = await this.opts.journal.accept({
+          uniqueId: id,
+          method: req.method,
+          version: req.version,
+          namespace: req.namespace,
+          args: req.args,
+          context: req.context,
+          orderingKey: resolved.orderingKey,
+          reply: req.reply,
+          receivedAt,
+        });
+        if (r === 'duplicate') {
+          this.counts.duplicates++;
+          this.opts.logger.info({ unique_id: id, method: req.method }, 'request already in the journal; duplicate dropped');
+          d.ack();
+          return false;
+        }
+      } catch (e) {
+        this.recent.delete(id);
+        this.opts.logger.error({ unique_id: id, method: req.method, reason: e instanceof Error ? e.message : String(e) }, 'cannot journal request; it will be redelivered');
+        await this.clock.sleep(this.opts.journalRetryDelayMs ?? 1000).catch(() => undefined);
+        d.reject(true);
+        return false;
+      }
+    }
+    if (!d.ack()) this.opts.logger.debug({ unique_id: id }, 'ack not sent (channel gone); the redelivery will be dropped as a duplicate');
+    return true;
+  }
+
+  private async execute(req: RpcRequest, resolved: ResolvedRequest, id: string): Promise<void> {
+    const call: CallInfo = { method: req.method, version: req.version, context: req.context, uniqueId: id, isCall: req.reply !== undefined, signal: this.abort.signal };
+    const stopHeartbeats = req.reply ? this.heartbeats(req.reply, req.callMonitorTimeout) : () => undefined;
+    let outcome: Outcome;
+    try {
+      outcome = { ok: true, result: await resolved.invoke(call) };
+    } catch (e) {
+      outcome = { ok: false, failure: failureFromError(e) };
+      const log = { method: req.method, unique_id: id, request_id: req.context.request_id, reason: e instanceof Error ? e.message : String(e) };
+      if (isRemoteSerializable(e)) this.opts.logger.info(log, 'RPC method raised');
+      else this.opts.logger.error({ ...log, stack: e instanceof Error ? e.stack : undefined }, 'RPC method failed unexpectedly');
+    } finally {
+      stopHeartbeats();
+    }
+    if (req.reply) await this.replier.reply(req.reply, outcome);
+    this.counts.completed++;
+    if (resolved.journaled) {
+      const status = this.abort.signal.aborted && !outcome.ok ? { status: 'interrupted' as const, reason: 'agent stopping' } : outcome.ok ? { status: 'succeeded' as const } : { status: 'failed' as const, error: outcome.failure.message };
+      await this.opts.journal.complete(id, status).catch((e: unknown) => {
+        this.opts.logger.error({ unique_id: id, reason: e instanceof Error ? e.message : String(e) }, 'cannot record request completion');
+      });
+    }
+  }
+
+  /** oslo's watchdog: every int(T)/2 s while the call runs; none if that is under a second. */
+  private heartbeats(to: ReplyAddress, timeout: number | null): () => void {
+    if (timeout === null) return () => undefined;
+    const intervalMs = (Math.trunc(timeout) / 2) * 1000;
+    if (intervalMs > MAX_TIMER_MS) return () => undefined; // a caller that waits ~forever needs none
+    if (intervalMs < 1000) {
+      this.opts.logger.warn({ timeout }, 'call-monitor timeout too small for heartbeats; none sent');
+      return () => undefined;
+    }
+    const stop = new AbortController();
+    const loop = async (): Promise<void> => {
+      while (!stop.signal.aborted) {
+        await this.clock.sleep(intervalMs, stop.signal);
+        if (!(await this.replier.heartbeat(to, stop.signal))) return;
+      }
+    };
+    void loop().catch(() => undefined);
+    return () => stop.abort();
+  }
+
+  /** Bad input: answer a call, log, drop or dead-letter. Never throws. */
+  private refuse(d: Delivery, err: unknown, replyTo: ReplyAddress | undefined, req: RpcRequest | undefined): void {
+    this.counts.rejected++;
+    const reason = err instanceof Error ? err.message : String(err);
+    this.opts.logger.warn(
+      { queue: d.queue, routing_key: d.routingKey, bytes: d.body.length, method: req?.method, msg_id: replyTo?.msgId, reason },
+      replyTo ? 'RPC call refused; failure sent to the caller' : 'RPC message dropped',
+    );
+    if (replyTo) this.track(this.replier.reply(replyTo, { ok: false, failure: failureFromError(err) }));
+    const dlx = this.opts.deadLetterExchange;
+    if (!dlx || replyTo) {
+      d.ack();
+      return;
+    }
+    const headers = { 'x-compute-agent-reason': reason.slice(0, 1000), 'x-original-exchange': d.exchange, 'x-original-routing-key': d.routingKey };
+    this.track(
+      this.opts.broker
+        .publish({ exchange: dlx, routingKey: d.routingKey || d.queue, body: d.body, properties: osloProperties(undefined, headers) })
+        .then(
+          () => void d.ack(),
+          (e: unknown) => {
+            this.opts.logger.error({ reason: e instanceof Error ? e.message : String(e) }, 'dead-lettering failed; message dropped');
+            d.ack();
+          },
+        ),
+    );
+  }
+}

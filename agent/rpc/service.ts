@@ -1,0 +1,136 @@
+/**
+ * Wiring of the RPC side of the agent from its configuration: one Broker connection, the compute
+ * RPC server (`compute` / `compute.<host>` / fanout on `control_exchange`), the client for
+ * outgoing calls, the dispatcher, and the request journal with its persisted de-duplication
+ * window in `state_path`. The daemon starts and stops it; the compute manager reaches the
+ * dispatcher (to register methods) and the journal port through it.
+ *
+ * Not here: process signals or start-up order (the daemon), protocol details (the modules it wires).
+ */
+import { join } from 'node:path';
+import type { AgentConfig } from '../../config/schema';
+import { DedupeWindow, DEDUPE_WINDOW_FILE } from '../journal/dedupe-window';
+import { InMemoryRequestJournal } from '../journal/memory';
+import type { RequestJournal } from '../journal/types';
+import type { Logger } from '../logging/logger';
+import { systemClock, type Clock } from '../util/clock';
+import { AmqpBroker } from './amqp-broker';
+import type { Broker, BrokerStatus } from './broker';
+import { RpcClient } from './client';
+import { COMPUTE_TOPIC, computeDispatcher } from './compute-methods';
+import type { Dispatcher } from './dispatcher';
+import { RpcServer } from './server';
+import { procUptimeProvider, type HostUptimeProvider } from './uptime';
+
+export interface RpcServiceDeps {
+  readonly config: AgentConfig;
+  readonly logger: Logger;
+  /** Defaults to an AmqpBroker on `transport_url`. */
+  readonly broker?: Broker;
+  /** Defaults to an InMemoryRequestJournal with the window persisted in `state_path`. */
+  readonly journal?: RequestJournal;
+  /** Defaults to the compute dispatcher with `hostUptime`. */
+  readonly dispatcher?: Dispatcher;
+  readonly hostUptime?: HostUptimeProvider;
+  /** Connection attempts before `start` fails (the daemon's start-up budget). */
+  readonly connectAttempts?: number;
+  readonly clock?: Clock;
+}
+
+/** Log lines for broker lifecycle events. */
+function logStatus(logger: Logger, s: BrokerStatus): void {
+  switch (s.type) {
+    case 'connected':
+      logger.info({ broker: s.broker }, 'broker connected');
+      return;
+    case 'disconnected':
+      logger.warn({ broker: s.broker, reason: s.reason }, 'broker connection lost');
+      return;
+    case 'connect-failed':
+      logger.warn({ broker: s.broker, reason: s.reason }, 'broker connection attempt failed');
+      return;
+    case 'reconnect-scheduled':
+      logger.info({ attempt: s.attempt, retry_in_ms: s.delayMs, next: s.next }, 'reconnecting to the broker');
+      return;
+    case 'blocked':
+      logger.warn({ reason: s.reason }, 'broker blocked publishing (resource alarm)');
+      return;
+    case 'unblocked':
+      logger.info('broker unblocked publishing');
+      return;
+    case 'consumer-cancelled':
+      logger.warn({ queue: s.queue }, 'broker cancelled a consumer; re-consuming');
+      return;
+    case 'closed':
+      logger.info('broker connection closed');
+      return;
+  }
+}
+
+/** Ownership: the daemon owns it (start, then stop once). */
+export class RpcService {
+  readonly broker: Broker;
+  readonly dispatcher: Dispatcher;
+  readonly client: RpcClient;
+  readonly server: RpcServer;
+  private readonly window: DedupeWindow | undefined;
+  private readonly unsubscribe: () => void;
+
+  constructor(private readonly deps: RpcServiceDeps) {
+    const { config, logger } = deps;
+    const d = config.DEFAULT;
+    const rabbit = config.oslo_messaging_rabbit;
+    this.broker =
+      deps.broker ??
+      new AmqpBroker({
+        transport: d.transport_url,
+        rabbit,
+        logger,
+        initialAttempts: deps.connectAttempts,
+        connectionName: `compute-agent:${process.pid}:${d.host}`,
+      });
+    this.unsubscribe = this.broker.onStatus((s) => logStatus(logger, s));
+    this.dispatcher = deps.dispatcher ?? computeDispatcher({ hostUptime: deps.hostUptime ?? procUptimeProvider() });
+    let journal = deps.journal;
+    if (!journal) {
+      this.window = new DedupeWindow({ path: join(d.state_path, DEDUPE_WINDOW_FILE), clock: deps.clock });
+      journal = new InMemoryRequestJournal(this.window);
+    }
+    const prefetch = rabbit.rabbit_qos_prefetch_count > 0 ? rabbit.rabbit_qos_prefetch_count : d.executor_thread_pool_size;
+    this.server = new RpcServer({
+      broker: this.broker,
+      dispatcher: this.dispatcher,
+      journal,
+      logger,
+      target: { exchange: d.control_exchange, topic: COMPUTE_TOPIC, server: d.host },
+      rabbit,
+      prefetch,
+      maxMessageBytes: d.rpc_max_message_bytes,
+      deadLetterExchange: d.rpc_dead_letter_exchange === '' ? undefined : d.rpc_dead_letter_exchange,
+      clock: deps.clock ?? systemClock,
+    });
+    this.client = new RpcClient({ broker: this.broker, logger, rabbit, controlExchange: d.control_exchange, defaultTimeoutMs: d.rpc_response_timeout * 1000 });
+  }
+
+  /**
+   * Loads the de-duplication window, connects, declares and starts consuming.
+   * @throws BrokerUnreachableError, TopologyError, RabbitOptionsError
+   */
+  async start(): Promise<void> {
+    if (this.window) {
+      await this.window.load().catch((e: unknown) => {
+        this.deps.logger.warn({ reason: e instanceof Error ? e.message : String(e) }, 'RPC de-duplication window unreadable; starting empty');
+      });
+    }
+    await this.broker.start();
+    await this.server.start();
+  }
+
+  /** Stops consuming, lets requests in progress finish (up to `graceMs`), closes the connection. */
+  async stop(graceMs: number): Promise<void> {
+    await this.server.stop(graceMs).catch(() => undefined);
+    await this.client.close().catch(() => undefined);
+    await this.broker.close();
+    this.unsubscribe();
+  }
+}

@@ -1,0 +1,53 @@
+// RpcService wiring from a configuration, on the fake broker.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../../../../config/loader';
+import { createLogger } from '../../../../agent/logging/logger';
+import { FakeBroker } from '../../../../agent/rpc/fake-broker';
+import { RpcService } from '../../../../agent/rpc/service';
+import { RABBIT } from './harness';
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'ca-svc-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+function config(extra = ''): ReturnType<typeof loadConfig>['config'] {
+  const f = join(dir, 'a.conf');
+  writeFileSync(f, `[DEFAULT]\nhost = h1\nstate_path = ${dir}\ncontrol_exchange = nova\n${extra}`);
+  return loadConfig({ files: [f], env: {} }).config;
+}
+
+test('the unit-test rabbit options are the schema defaults (but a short reply window)', () => {
+  expect({ ...config().oslo_messaging_rabbit, kombu_missing_consumer_retry_timeout: 1 }).toEqual(RABBIT);
+});
+
+test('serves compute.<host> with get_host_uptime; a corrupt dedupe window is a warning, not a failure', async () => {
+  writeFileSync(join(dir, 'rpc-dedupe-window.json'), 'torn');
+  const lines: string[] = [];
+  const { logger } = createLogger({ sink: { write: (l) => void lines.push(l) } });
+  const broker = new FakeBroker();
+  const svc = new RpcService({ config: config('executor_thread_pool_size = 3\n'), logger, broker, hostUptime: async () => 'up' });
+  await svc.start();
+  expect(broker.queueNames()).toEqual(expect.arrayContaining(['compute', 'compute.h1']));
+  await expect(svc.client.call({ topic: 'compute', server: 'h1', version: '6.0' }, 'get_host_uptime', {})).resolves.toBe('up');
+  const text = lines.join('');
+  expect(text).toContain('RPC de-duplication window unreadable; starting empty');
+  expect(text).toContain('"prefetch":3');
+  expect(text).toContain('"msg":"broker connected"');
+  await svc.stop(1000);
+  expect(broker.isConnected).toBe(false);
+});
+
+test('rabbit_qos_prefetch_count wins over the pool size; a dead-letter exchange is declared', async () => {
+  const lines: string[] = [];
+  const { logger } = createLogger({ sink: { write: (l) => void lines.push(l) } });
+  const broker = new FakeBroker();
+  const svc = new RpcService({ config: config('rpc_dead_letter_exchange = agent-dlx\n[oslo_messaging_rabbit]\nrabbit_qos_prefetch_count = 7\n'), logger, broker });
+  await svc.start();
+  expect(lines.join('')).toContain('"prefetch":7');
+  expect(broker.hasQueue('agent-dlx')).toBe(true);
+  await svc.stop(1000);
+});
