@@ -1,22 +1,46 @@
 /**
- * The agent process: wiring, start-up checks, and an orderly stop.
+ * The agent process: wiring, start-up in a safe order, and an orderly stop.
  *
- * Start-up (this issue's part of the flow in `../shared/architecture.md`): confirm that Placement
- * answers with a usable microversion, then start the RPC service (connect to a broker of
- * transport_url, declare the compute topology, consume), each with bounded retries, then report
- * "up". Stop lets RPC requests in progress finish within graceful_shutdown_timeout. Later stages
- * (driver, journal recovery, first audit) hang off the same `start`/`stop` pair.
+ * Start (`../shared/architecture.md`): Placement answers with a usable microversion -> the virt
+ * driver initialises -> the journal is recovered from disk -> the tracker syncs Placement once (the
+ * host's truth is there before any request is taken) -> the broker connection opens -> requests
+ * the journal holds unfinished are finished or rolled back -> RPC consuming -> the audit is
+ * scheduled -> READY=1 to systemd. Each external dependency gets bounded retries; a failure is a
+ * `StartupError` with one line naming what and why.
  *
- * Not here: argument parsing and exit codes (`cli/`), or anything protocol-specific.
+ * Stop (SIGTERM): STOPPING=1; consuming stops and operations in flight get
+ * `graceful_shutdown_timeout` to finish (unfinished messages stay unacknowledged and are
+ * redelivered; the journal has them anyway); the audit stops; connections close.
+ *
+ * Reload (SIGHUP): the new configuration's tunables apply on the next sync and the Placement cache
+ * is dropped, as nova-compute does.
+ *
+ * Not here: argument parsing and exit codes (`cli/`).
  */
 import type { AgentConfig } from '../config/schema';
 import type { PlacementClient } from '../tracker/placement/client';
+import { PlacementUnavailableError } from '../tracker/placement/errors';
 import { formatMicroversion } from '../tracker/placement/version';
+import { auditInterval } from '../tracker/schedule';
+import type { VirtDriver } from '../virt-drivers/driver';
+import { ComputeManager } from './compute/manager';
+import { computeMethods } from './compute/methods';
+import { recover } from './compute/recovery';
+import { registerComputeMethods } from './compute/register';
+import { DurableJournal } from './journal/durable';
 import type { Logger } from './logging/logger';
+import { AgentMetrics } from './ops/metrics';
+import { notifierFor, type ServiceNotifier } from './ops/notify';
+import { OpsServer } from './ops/server';
+import { WatchdogLoop } from './ops/watchdog';
 import { BrokerUnreachableError } from './rpc/broker';
+import { RpcComputePeers } from './rpc/compute-peers';
+import { RpcNotifier } from './rpc/notifier';
 import { RpcService } from './rpc/service';
+import { procUptimeProvider } from './rpc/uptime';
 import { backoffDelay } from './util/backoff';
 import { systemClock, type Clock } from './util/clock';
+import { createDriver, createTracker, type TrackerParts } from './wiring';
 
 /** Start-up could not reach a dependency within the allowed attempts. */
 export class StartupError extends Error {
@@ -30,63 +54,175 @@ export interface DaemonDeps {
   readonly config: AgentConfig;
   readonly logger: Logger;
   readonly placement: PlacementClient;
-  /** Builds the RPC side (broker, server, client); defaults to one from `config`. */
-  readonly createRpc?: (connectAttempts: number) => RpcService;
   readonly clock?: Clock;
   /** Attempts per dependency at start-up before giving up. */
   readonly startupAttempts?: number;
+  /** The process environment (NOTIFY_SOCKET, WATCHDOG_USEC). */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly metrics?: AgentMetrics;
 }
 
 export class Daemon {
+  readonly metrics: AgentMetrics;
   private rpc: RpcService | undefined;
+  private driver: VirtDriver | undefined;
+  private journal: DurableJournal | undefined;
+  private parts: TrackerParts | undefined;
+  private manager: ComputeManager | undefined;
+  private ops: OpsServer | undefined;
+  private watchdog: WatchdogLoop | undefined;
+  private readonly notifier: ServiceNotifier;
   private readonly clock: Clock;
   private readonly stopping = new AbortController();
 
   constructor(private readonly deps: DaemonDeps) {
     this.clock = deps.clock ?? systemClock;
+    this.metrics = deps.metrics ?? new AgentMetrics();
+    this.notifier = notifierFor(deps.env ?? {}, deps.logger);
   }
 
-  /** @throws StartupError when Placement or the broker stays unreachable. */
+  /** The compute manager, once started (tests, diagnostics). */
+  get compute(): ComputeManager | undefined {
+    return this.manager;
+  }
+
+  /** @throws StartupError */
   async start(): Promise<void> {
     const { config, logger, placement } = this.deps;
+    const host = config.DEFAULT.host;
     const endpoint = await this.retry('placement', async () => {
       const v = await placement.assertUsable();
       return { endpoint: await placement.http.endpoint(), max: formatMicroversion(v.max) };
     });
     logger.info({ endpoint: endpoint.endpoint, max_version: endpoint.max }, 'placement reachable');
 
+    const driver = createDriver({ config, logger, clock: this.clock });
+    this.driver = driver;
+    await this.step('virt driver', () => driver.init(host));
+    const journal = await this.step('journal', () => DurableJournal.open(config.DEFAULT.state_path, { logger }));
+    this.journal = journal;
+    const parts = await this.step('resource tracker', () => createTracker(config, placement, driver, logger, { inFlight: () => this.manager?.inFlight() ?? new Set() }));
+    this.parts = parts;
+    const first = await this.retry('first Placement sync', () => parts.auditor.run(), unreachable);
+    logger.info({ root_provider: parts.rootUuid, ...first.sync.stats, created: first.sync.created.length }, 'Placement synced');
+
     const attempts = Math.max(1, this.deps.startupAttempts ?? 5);
-    const rpc = this.deps.createRpc?.(attempts) ?? new RpcService({ config, logger, connectAttempts: attempts });
+    const rpc = new RpcService({ config, logger, journal, connectAttempts: attempts, hostUptime: procUptimeProvider('/', () => new Date(), () => driver.getHostUptime()), clock: this.clock });
     this.rpc = rpc;
+    const manager = new ComputeManager({
+      host,
+      driver,
+      tracker: parts.tracker,
+      api: placement,
+      store: journal,
+      peers: new RpcComputePeers(rpc.client),
+      notifier: new RpcNotifier(rpc.broker, config.DEFAULT.control_exchange, host, logger),
+      logger,
+    });
+    this.manager = manager;
+    const methods = computeMethods(manager);
+    registerComputeMethods(rpc.dispatcher, methods);
     if (this.stopping.signal.aborted) throw new StartupError('stopping before the RPC server started');
     try {
-      await rpc.start();
+      await rpc.connect();
     } catch (e) {
       const reason = e instanceof Error ? e.message : String(e);
       if (e instanceof BrokerUnreachableError) throw new StartupError(`broker unreachable after ${attempts} attempt(s): ${reason}`, { cause: e });
-      throw new StartupError(`RPC server could not start: ${reason}`, { cause: e });
+      throw new StartupError(`RPC could not start: ${reason}`, { cause: e });
     }
-    logger.info({ driver: config.DEFAULT.compute_driver }, 'compute-agent up');
+    await recover(manager, journal, methods);
+    await this.step('RPC server', () => rpc.serve());
+
+    const every = auditInterval(config.DEFAULT.update_resources_interval);
+    if (every !== undefined) parts.auditor.start(every, host);
+    await this.startOps();
+    const summary = `${host}: ${parts.tracker.view.size} providers in Placement, consuming compute.${host}`;
+    await this.notifier.ready(summary);
+    logger.info({ driver: config.DEFAULT.compute_driver, instances: manager.instances().length }, 'compute-agent up');
   }
 
-  /** Closes connections; safe to call more than once and before `start` finished. */
+  private async startOps(): Promise<void> {
+    const { config, logger } = this.deps;
+    const rpc = this.rpc;
+    const auditor = this.parts?.auditor;
+    const every = (auditInterval(config.DEFAULT.update_resources_interval) ?? 60) * 1000;
+    const auditAge = (): number | undefined => (auditor?.lastSuccess === undefined ? undefined : this.clock.now() - auditor.lastSuccess);
+    this.metrics.onCollect(() => {
+      const byState: Record<string, number> = {};
+      for (const r of this.manager?.instances() ?? []) byState[r.vm_state] = (byState[r.vm_state] ?? 0) + 1;
+      this.metrics.setInstances(byState);
+      this.metrics.setInFlight(this.manager?.locks.busy().length ?? 0);
+      if (auditor?.lastSuccess !== undefined) this.metrics.audit('ok', 0, auditor.lastSuccess, false);
+    });
+    const checks = {
+      broker: () => ({ ok: rpc?.broker.isConnected ?? false, ...(rpc?.broker.isConnected ? {} : { detail: 'not connected to RabbitMQ' }) }),
+      audit: () => {
+        const age = auditAge();
+        const ok = age !== undefined && age < 3 * every;
+        return { ok, age_seconds: age === undefined ? null : Math.round(age / 1000), ...(ok ? {} : { detail: auditor?.lastFailure ?? 'no successful audit recently' }) };
+      },
+      placement: () => ({ ok: auditor?.lastFailure === undefined, ...(auditor?.lastFailure ? { detail: auditor.lastFailure } : {}) }),
+    };
+    if (config.metrics.listen) {
+      this.ops = new OpsServer({ listen: config.metrics.listen, metrics: this.metrics, checks, logger });
+      await this.step('metrics endpoint', async () => {
+        await this.ops?.start();
+      });
+    }
+    this.watchdog = new WatchdogLoop(
+      this.notifier,
+      [
+        { name: 'broker', failing: () => (rpc?.broker.isConnected ? undefined : 'disconnected') },
+        { name: 'audit', failing: () => ((auditAge() ?? Infinity) < 3 * every ? undefined : 'overdue') },
+      ],
+      logger,
+    );
+    this.watchdog.start();
+  }
+
+  /** Applies a reloaded configuration (SIGHUP): new tunables on the next sync, Placement cache dropped. */
+  reload(config: AgentConfig): void {
+    this.driver?.reconfigure?.(config);
+    this.parts?.tracker.clearCache();
+    this.deps.logger.info('configuration reloaded; Placement cache cleared');
+  }
+
+  /** Stops taking requests, lets operations finish, closes everything. Safe to call more than once. */
   async stop(reason: string): Promise<void> {
     if (this.stopping.signal.aborted) return;
     this.stopping.abort(new StartupError(`stopping: ${reason}`));
-    this.deps.logger.info({ reason }, 'compute-agent stopping');
+    const { logger, config } = this.deps;
+    logger.info({ reason }, 'compute-agent stopping');
+    await this.notifier.stopping(`stopping: ${reason}`);
+    this.watchdog?.stop();
     const rpc = this.rpc;
     this.rpc = undefined;
-    if (rpc) await rpc.stop(this.deps.config.DEFAULT.graceful_shutdown_timeout * 1000).catch(() => undefined);
-    this.deps.logger.info('compute-agent stopped');
+    if (rpc) await rpc.stop(config.DEFAULT.graceful_shutdown_timeout * 1000).catch(() => undefined);
+    this.parts?.auditor.stop();
+    await this.parts?.auditor.settle();
+    await this.driver?.cleanupHost(config.DEFAULT.host).catch(() => undefined);
+    await this.journal?.close().catch(() => undefined);
+    await this.ops?.stop();
+    logger.info('compute-agent stopped');
   }
 
-  private async retry<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  private async step<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      throw new StartupError(`${what} could not start: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    }
+  }
+
+  /** Runs `fn` with bounded retries; `retryable` says which failures are worth another try. */
+  private async retry<T>(what: string, fn: () => Promise<T>, retryable: (e: unknown) => boolean = () => true): Promise<T> {
     const attempts = Math.max(1, this.deps.startupAttempts ?? 5);
     for (let attempt = 1; ; attempt++) {
       try {
         return await fn();
       } catch (e) {
         const reason = e instanceof Error ? e.message : String(e);
+        if (!retryable(e)) throw new StartupError(`${what} failed: ${reason}`, { cause: e });
         if (attempt >= attempts || this.stopping.signal.aborted) {
           throw new StartupError(`${what} unreachable after ${attempt} attempt(s): ${reason}`, { cause: e });
         }
@@ -96,4 +232,10 @@ export class Daemon {
       }
     }
   }
+}
+
+/** Whether an error (or one of its causes) is Placement not answering: worth retrying. */
+function unreachable(e: unknown): boolean {
+  for (let x: unknown = e; x instanceof Error; x = x.cause) if (x instanceof PlacementUnavailableError) return true;
+  return false;
 }

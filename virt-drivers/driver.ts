@@ -9,6 +9,7 @@
  * Lifecycle methods are named after nova's and called on the host nova calls them on (noted as
  * "source" or "destination"). A method a driver cannot do throws `NotSupportedError`.
  */
+import type { AgentConfig } from '../config/schema';
 import type { ProviderTree } from '../tracker/tree/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction } from '../tracker/tree/types';
 import type {
@@ -62,6 +63,11 @@ export interface VirtDriver {
 
   /** Connects to the hypervisor and reads its state; called once before anything else. @throws DriverInitError */
   init(host: string): Promise<void>;
+  /**
+   * Optional: takes a reloaded configuration (SIGHUP); tunables such as allocation ratios and
+   * reserved amounts apply from the next `updateProviderTree`. Never throws.
+   */
+  reconfigure?(config: AgentConfig): void;
   /** Releases what `init` acquired; idempotent, never throws. */
   cleanupHost(host: string): Promise<void>;
 

@@ -8,6 +8,8 @@ export interface CliIo {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Resolves when the process is asked to stop (SIGTERM/SIGINT); the value names the signal. */
   readonly stopSignal: () => Promise<string>;
+  /** Registers a handler for reload requests (SIGHUP); optional in tests. */
+  readonly onReload?: (fn: () => void) => void;
 }
 
 export interface GlobalOptions {

@@ -15,6 +15,9 @@ runCli(process.argv.slice(2), {
   err: (line) => process.stderr.write(`${line}\n`),
   env: process.env,
   stopSignal,
+  onReload: (fn) => {
+    process.on('SIGHUP', fn);
+  },
 }).then(
   (code) => {
     process.exitCode = code;

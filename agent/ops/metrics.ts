@@ -24,6 +24,7 @@ export class AgentMetrics {
   private readonly inFlight: Gauge;
   private readonly instances: Gauge<'state'>;
   private lastAuditSuccess: number | undefined;
+  private readonly collectors: Array<() => void> = [];
 
   constructor(now: () => number = Date.now, defaults = true) {
     const registers = [this.registry];
@@ -63,9 +64,15 @@ export class AgentMetrics {
     if (reshaped) this.reshapes.inc();
   }
 
-  audit(outcome: 'ok' | 'error', seconds: number, at: number): void {
-    this.auditSeconds.observe({ outcome }, seconds);
+  /** An audit ended; `observe` false only updates the last-success time (no duration sample). */
+  audit(outcome: 'ok' | 'error', seconds: number, at: number, observe = true): void {
+    if (observe) this.auditSeconds.observe({ outcome }, seconds);
     if (outcome === 'ok') this.lastAuditSuccess = at;
+  }
+
+  /** Runs `fn` before every scrape (to refresh gauges from live state). */
+  onCollect(fn: () => void): void {
+    this.collectors.push(fn);
   }
 
   rpcMessage(method: string, outcome: string): void {
@@ -83,6 +90,7 @@ export class AgentMetrics {
 
   /** The exposition text and its content type. */
   async render(): Promise<{ body: string; contentType: string }> {
+    for (const fn of this.collectors) fn();
     return { body: await this.registry.metrics(), contentType: this.registry.contentType };
   }
 }

@@ -117,12 +117,26 @@ export class RpcService {
    * @throws BrokerUnreachableError, TopologyError, RabbitOptionsError
    */
   async start(): Promise<void> {
+    await this.connect();
+    await this.serve();
+  }
+
+  /**
+   * Loads the de-duplication window and connects, without consuming: the agent can publish (a
+   * recovered operation casting to a peer) before it takes new requests.
+   * @throws BrokerUnreachableError
+   */
+  async connect(): Promise<void> {
     if (this.window) {
       await this.window.load().catch((e: unknown) => {
         this.deps.logger.warn({ reason: e instanceof Error ? e.message : String(e) }, 'RPC de-duplication window unreadable; starting empty');
       });
     }
     await this.broker.start();
+  }
+
+  /** Declares the topology and starts consuming. @throws TopologyError, RabbitOptionsError */
+  async serve(): Promise<void> {
     await this.server.start();
   }
 

@@ -41,10 +41,16 @@ export function formatUptime(uptimeSeconds: number, loads: readonly [number, num
   return s;
 }
 
-/** A provider reading `<root>/proc/uptime`, `<root>/proc/loadavg` and `<root>/var/run/utmp`. */
-export function procUptimeProvider(root = '/', now: () => Date = () => new Date()): HostUptimeProvider {
+/**
+ * A provider reading `<root>/proc/uptime`, `<root>/proc/loadavg` and `<root>/var/run/utmp`; with
+ * `uptimeSeconds`, the uptime comes from there instead (the virt driver's `getHostUptime`).
+ */
+export function procUptimeProvider(root = '/', now: () => Date = () => new Date(), uptimeSeconds?: () => Promise<number>): HostUptimeProvider {
   return async () => {
-    const [up, load] = await Promise.all([readFile(join(root, 'proc/uptime'), 'utf8'), readFile(join(root, 'proc/loadavg'), 'utf8')]);
+    const [up, load] = await Promise.all([
+      uptimeSeconds ? uptimeSeconds().then(String) : readFile(join(root, 'proc/uptime'), 'utf8'),
+      readFile(join(root, 'proc/loadavg'), 'utf8'),
+    ]);
     const seconds = Number(up.trim().split(/\s+/)[0]);
     const l = load.trim().split(/\s+/).slice(0, 3).map(Number);
     if (!Number.isFinite(seconds) || l.length !== 3 || l.some((x) => !Number.isFinite(x))) {

@@ -50,7 +50,7 @@ export class FakeDriver implements VirtDriver {
   readonly faults: FaultInjector;
   readonly hypervisor: FakeHypervisor;
   private readonly log: Logger;
-  private readonly layout: LayoutOptions;
+  private layout: LayoutOptions;
   private readonly lineages = new Map<string, string>();
   private readonly speeds = new SpeedMemory();
   private hostFile: { content: string; data: HostFileData } | undefined;
@@ -58,7 +58,7 @@ export class FakeDriver implements VirtDriver {
   private lastFacts: HostFacts | undefined;
   private startedAt: number;
 
-  constructor(private readonly ctx: DriverContext) {
+  constructor(private ctx: DriverContext) {
     this.log = ctx.logger.child({ driver: 'fake' });
     this.faults = new FaultInjector(ctx.clock);
     this.hypervisor = new FakeHypervisor(ctx.config.fake.instances_file);
@@ -76,6 +76,11 @@ export class FakeDriver implements VirtDriver {
       }
     }
     this.log.info({ host, source: this.ctx.config.fake.host_file ?? 'host probes' }, 'fake driver ready');
+  }
+
+  reconfigure(config: DriverContext['config']): void {
+    this.ctx = { ...this.ctx, config };
+    this.layout = layoutOptionsFromConfig(config, capabilityTraits(CAPABILITIES));
   }
 
   async cleanupHost(_host: string): Promise<void> {

@@ -29,7 +29,7 @@ export const runCommand: CommandModule = (program, ctx) => {
         ctx.setExitCode(2);
         return;
       }
-      const { logger } = createLogger({
+      const { logger, scrubber } = createLogger({
         level: config.DEFAULT.debug ? 'debug' : config.DEFAULT.log_level,
         secrets: secretsOf(config),
         base: { host: config.DEFAULT.host },
@@ -37,7 +37,18 @@ export const runCommand: CommandModule = (program, ctx) => {
       for (const w of loaded.warnings) logger.warn(w);
       for (const line of insecure) logger.warn(line);
       logger.info({ files: loaded.files, version: packageVersion() }, 'configuration loaded');
-      const daemon = new Daemon({ config, logger, placement: placementFromConfig(config), startupAttempts: attempts });
+      const daemon = new Daemon({ config, logger, placement: placementFromConfig(config), startupAttempts: attempts, env: ctx.io.env });
+      ctx.io.onReload?.(() => {
+        try {
+          const next = ctx.load(cmd).config;
+          scrubber.setSecrets(secretsOf(next));
+          logger.level = next.DEFAULT.debug ? 'debug' : next.DEFAULT.log_level;
+          daemon.reload(next);
+        } catch (e) {
+          // A bad file on reload keeps the running configuration: say why, in one line per problem.
+          logger.error({ reason: e instanceof Error ? e.message : String(e) }, 'configuration reload refused; keeping the running configuration');
+        }
+      });
       const stop = ctx.io.stopSignal();
       const started = daemon.start();
       try {

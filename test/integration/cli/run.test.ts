@@ -2,7 +2,8 @@
 // up, logs JSON, and exits 0 on SIGTERM; against an unreachable Placement it exits 1 with one clear
 // line; the Placement password never appears in its output.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { deleteTree, placementClient } from '../../helpers/placement';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PLACEMENT_URL, TRANSPORT_URL } from '../../helpers/stack';
@@ -33,17 +34,31 @@ async function waitFor(run: Run, text: string, ms = 30000): Promise<void> {
   }
 }
 
+const started: string[] = [];
+
 function config(placement: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'ca-run-'));
   const file = join(dir, 'agent.conf');
+  // A new state dir is a new compute_id: the host name must be new too (the agent refuses to take
+  // over a name another compute node's provider holds).
+  const host = `it-run-${dir.slice(-6).toLowerCase().replace(/[^a-z0-9]/g, 'x')}`;
+  started.push(dir);
   writeFileSync(
     file,
-    `[DEFAULT]\nhost = it-run-host\nstate_path = ${dir}\ntransport_url = ${TRANSPORT_URL}\n` +
+    `[DEFAULT]\nhost = ${host}\nstate_path = ${dir}\ntransport_url = ${TRANSPORT_URL}\n` +
       `[placement]\nendpoint_override = ${placement}\npassword = ${PASSWORD}\n`,
     { mode: 0o600 },
   );
   return file;
 }
+
+afterAll(async () => {
+  const api = placementClient();
+  for (const dir of started) {
+    const id = join(dir, 'compute_id');
+    if (existsSync(id)) await deleteTree(api, readFileSync(id, 'utf8').trim());
+  }
+});
 
 beforeAll(() => {
   if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run \`npm run build\` first (scripts/test does)`);
