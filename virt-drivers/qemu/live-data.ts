@@ -79,8 +79,3 @@ export function nbdTarget(data: LiveMigrateData): NbdTarget | undefined {
   if (data.nbd_port === null || data.nbd_port === undefined) return undefined;
   return { host: stringField(data, 'nbd_host'), port: intField(data, 'nbd_port'), export: stringField(data, 'nbd_export') };
 }
-
-/** The block-layer filename QEMU opens for an NBD target (the JSON form works for IPv6 too). */
-export function nbdFilename(t: NbdTarget): string {
-  return `json:${JSON.stringify({ driver: 'nbd', server: { type: 'inet', host: t.host, port: String(t.port) }, export: t.export })}`;
-}

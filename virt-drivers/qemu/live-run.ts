@@ -1,9 +1,10 @@
 /**
  * Running one live migration on the source, over QMP, to completion or a clean failure.
  *
- * With a disk (storage is not shared) the disk goes first, the way libvirt does it: `drive-mirror`
- * copies the top layer of the overlay into the destination's NBD export (the destination created
- * its own overlay on the same image) and keeps mirroring new writes; once the mirror is in sync,
+ * With a disk (storage is not shared) the disk goes first, the way libvirt does it: the
+ * destination's NBD export is added as a block node (`blockdev-add`) and `blockdev-mirror` copies
+ * the top layer of the overlay into it (the destination created its own overlay on the same
+ * image) and keeps mirroring new writes; once the mirror is in sync,
  * `migrate` sends the memory. `pause-before-switchover` stops the migration after the guest is
  * paused but before the destination takes over, so the mirror is completed (`block-job-cancel`
  * of a ready mirror finishes it without pivoting) before the disks change hands; then
@@ -20,10 +21,12 @@
 import { DISK_DRIVE_ID } from './cmdline';
 import type { QemuHost } from './context';
 import { LiveMigrationAbortedError, LiveMigrationError, LiveMigrationTimeoutError } from './errors';
-import { nbdFilename, type NbdTarget } from './live-data';
+import type { NbdTarget } from './live-data';
 import type { QemuVm } from './vm';
 
 export const MIRROR_JOB = 'mirror-drive-disk0';
+/** The block node of the destination's NBD export, on the source. */
+export const NBD_NODE = 'migration-drive-disk0';
 const GIB = 1024 * 1024 * 1024;
 
 export interface LiveRun {
@@ -82,6 +85,7 @@ export async function runLiveMigration(host: QemuHost, run: LiveRun): Promise<Li
     why === 'abort' ? new LiveMigrationAbortedError(run.uuid, run.dest) : new LiveMigrationTimeoutError(run.uuid, run.dest, timeoutMs);
   const stopReason = (): 'abort' | 'timeout' | undefined => (run.signal.aborted ? 'abort' : clock.now() - started > timeoutMs ? 'timeout' : undefined);
 
+  let nbdAdded = false;
   let mirrorRunning = false;
   try {
     await qmp.execute('migrate-set-capabilities', {
@@ -94,13 +98,14 @@ export async function runLiveMigration(host: QemuHost, run: LiveRun): Promise<Li
     const bandwidth = opts.bandwidthBytes > 0 ? opts.bandwidthBytes : Number.MAX_SAFE_INTEGER;
     await qmp.execute('migrate-set-parameters', { 'max-bandwidth': bandwidth, 'downtime-limit': opts.downtimeMs });
     if (run.nbd) {
-      await qmp.execute('drive-mirror', {
+      const { host: nbdHost, port, export: name } = run.nbd;
+      await qmp.execute('blockdev-add', { driver: 'nbd', 'node-name': NBD_NODE, server: { type: 'inet', host: nbdHost, port: String(port) }, export: name });
+      nbdAdded = true;
+      await qmp.execute('blockdev-mirror', {
         'job-id': MIRROR_JOB,
         device: DISK_DRIVE_ID,
-        target: nbdFilename(run.nbd),
-        format: 'raw',
+        target: NBD_NODE,
         sync: 'top',
-        mode: 'existing',
         ...(opts.bandwidthBytes > 0 ? { speed: opts.bandwidthBytes } : {}),
       });
       mirrorRunning = true;
@@ -137,6 +142,8 @@ export async function runLiveMigration(host: QemuHost, run: LiveRun): Promise<Li
       } else if (status === 'pre-switchover' && !cancelled) {
         await completeMirror(host, run.vm, () => mirrorError);
         mirrorRunning = false;
+        await qmp.execute('blockdev-del', { 'node-name': NBD_NODE });
+        nbdAdded = false;
         await qmp.execute('migrate-continue', { state: 'pre-switchover' });
       }
       progress({ phase: 'memory', status, ram_transferred: num(ram.transferred), ram_remaining: num(ram.remaining), ram_total: num(ram.total), mbps: num(ram.mbps) });
@@ -147,18 +154,27 @@ export async function runLiveMigration(host: QemuHost, run: LiveRun): Promise<Li
     throw new LiveMigrationError(run.uuid, run.dest, (e as Error).message, { cause: e });
   } finally {
     off();
-    if (mirrorRunning) await qmp.execute('block-job-cancel', { device: MIRROR_JOB, force: true }).catch(() => undefined);
+    if (mirrorRunning) {
+      await qmp.execute('block-job-cancel', { device: MIRROR_JOB, force: true }).catch(() => undefined);
+      await waitJobGone(host, run.vm).catch(() => undefined);
+    }
+    if (nbdAdded) await qmp.execute('blockdev-del', { 'node-name': NBD_NODE }).catch((e: unknown) => log.warn({ ...fields, err: (e as Error).message }, 'cannot remove the NBD node'));
+  }
+}
+
+/** Waits until the mirror job has left `query-block-jobs`. @throws Error after qmp_command_timeout */
+async function waitJobGone(host: QemuHost, vm: QemuVm): Promise<void> {
+  const deadline = host.clock.now() + host.opts.qmpTimeoutMs;
+  while (mirrorJob(await vm.execute('query-block-jobs'))) {
+    if (host.clock.now() > deadline) throw new Error('the disk copy job did not end');
+    await host.clock.sleep(10);
   }
 }
 
 /** Finishes a ready mirror without pivoting (the source keeps its disk) and waits until it is gone. */
 async function completeMirror(host: QemuHost, vm: QemuVm, error: () => string | undefined): Promise<void> {
   await vm.execute('block-job-cancel', { device: MIRROR_JOB });
-  const deadline = host.clock.now() + host.opts.qmpTimeoutMs;
-  while (mirrorJob(await vm.execute('query-block-jobs'))) {
-    if (host.clock.now() > deadline) throw new Error('the disk copy did not finish at switch-over');
-    await host.clock.sleep(10);
-  }
+  await waitJobGone(host, vm);
   const e = error();
   if (e) throw new Error(`the disk copy failed at switch-over: ${e}`);
 }

@@ -37,6 +37,8 @@ export interface RecoveredInstance {
   readonly detail?: string;
 }
 
+const RECOVERY_QMP_TIMEOUT_MS = 5000;
+
 async function pidFromFile(path: string): Promise<number | undefined> {
   try {
     const n = Number((await readFile(path, 'utf8')).trim());
@@ -86,7 +88,11 @@ async function recoverOne(host: QemuHost, entry: InstanceDirEntry): Promise<Reco
     if (rec.process?.pid !== vm.pid || rec.process.startTicks !== vm.startTicks) {
       await host.table.save(m, { process: { pid: vm.pid, startTicks: vm.startTicks, startedAt: new Date(host.clock.now()).toISOString() }, lastExit: null });
     }
-    const runState = await vm.runState().catch((e: unknown) => `unanswered (${(e as Error).message})`);
+    // Bounded: a monitor held by another client (a stuck old agent) must not stall the start.
+    const runState = await vm
+      .qmp(RECOVERY_QMP_TIMEOUT_MS)
+      .then(() => vm.runState())
+      .catch((e: unknown) => `unanswered (${(e as Error).message})`);
     return { ...base, outcome: 'adopted', pid: vm.pid, runState, ...task };
   }
   if (rec.process) {
