@@ -179,3 +179,8 @@ export async function waitTick(path: string, atLeast: number, timeoutMs = 15000)
 export function logged(host: TestHost, msg: string): Array<Record<string, unknown>> {
   return host.logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === msg);
 }
+
+/** Reads a range of a (stopped) disk with qemu-io, checking every byte is `pattern`; qemu-io's report. */
+export function readPattern(disk: string, pattern: number, offset: string, length: string): string {
+  return execFileSync('qemu-io', ['-r', '-f', 'qcow2', '-c', `read -P 0x${pattern.toString(16)} ${offset} ${length}`, disk], { encoding: 'utf8' });
+}

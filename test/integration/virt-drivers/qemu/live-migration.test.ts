@@ -3,7 +3,6 @@
 // the destination; the disk (an overlay written to while running) arrives intact through the NBD
 // mirror; the source process is gone. Failures (unreachable destination, destination dying,
 // abort, completion timeout, pre-checks) leave the source running.
-import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MigrationPreCheckError } from '../../../../virt-drivers/errors';
@@ -17,6 +16,7 @@ import {
   processAlive,
   QemuTestBed,
   qemuPid,
+  readPattern,
   waitFor,
   waitTick,
   type TestHost,
@@ -33,11 +33,6 @@ async function prepare(src: TestHost, dst: TestHost, spec: InstanceSpec): Promis
 async function hmp(host: TestHost, uuid: string, command: string): Promise<string> {
   const qmp = await host.driver.monitor({ uuid, name: '' });
   return String(await qmp.execute('human-monitor-command', { 'command-line': command }));
-}
-
-/** Reads a range of a (stopped) disk with qemu-io, checking every byte is `pattern`. */
-export function readPattern(disk: string, pattern: number, offset: string, length: string): string {
-  return execFileSync('qemu-io', ['-r', '-f', 'qcow2', '-c', `read -P 0x${pattern.toString(16)} ${offset} ${length}`, disk], { encoding: 'utf8' });
 }
 
 async function expectStillRunning(host: TestHost, uuid: string): Promise<void> {
