@@ -3,8 +3,8 @@
  * (COMPUTE_AGENT__* overrides, as the real agent reads them), initialises it, spawns the
  * instances given as JSON in argv[2], prints `READY <pids>` and then idles until it is killed.
  *
- * Run through `runTsChild` (a child Node process that transpiles TypeScript on the fly), so it
- * exercises the source, never a stale build.
+ * Run through `runTsChild` (`node scripts/ts-run.js`, which transpiles TypeScript on the fly), so
+ * it exercises the source, never a stale build.
  */
 import { silentLogger } from '../../agent/logging/logger';
 import { systemClock } from '../../agent/util/clock';

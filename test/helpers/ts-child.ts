@@ -1,6 +1,6 @@
 /**
- * Runs a TypeScript file of this repository in a child Node process, transpiling each module as
- * it is required (TypeScript's `transpileModule`, the same per-file transform ts-jest applies), so
+ * Runs a TypeScript file of this repository in a child Node process through `scripts/ts-run.js`,
+ * which transpiles each module as it is required (the per-file transform ts-jest applies), so
  * tests that need a separate process (one to SIGKILL) run the current source, not `dist/`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -8,18 +8,7 @@ import { join } from 'node:path';
 
 const ROOT = join(__dirname, '..', '..');
 
-const LOADER = `
-const ts = require('typescript');
-const fs = require('fs');
-require.extensions['.ts'] = function (module, filename) {
-  const out = ts.transpileModule(fs.readFileSync(filename, 'utf8'), {
-    fileName: filename,
-    compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true, sourceMap: false },
-  });
-  module._compile(out.outputText, filename);
-};
-require(require('path').resolve(process.argv[1]));
-`;
+const RUNNER = join(ROOT, 'scripts', 'ts-run.js');
 
 export interface TsChild {
   readonly child: ChildProcess;
@@ -29,7 +18,7 @@ export interface TsChild {
 }
 
 export function runTsChild(script: string, args: readonly string[], env: Readonly<Record<string, string>>): TsChild {
-  const child = spawn(process.execPath, ['-e', LOADER, script, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [RUNNER, script, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));

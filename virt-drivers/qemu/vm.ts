@@ -100,7 +100,11 @@ export class QemuVm {
   async waitExit(timeoutMs: number): Promise<boolean> {
     const deadline = this.deps.clock.now() + timeoutMs;
     for (;;) {
-      if (!(await this.alive())) return true;
+      if (!(await this.alive())) {
+        // Our own child: let Node reap it (and learn its status) before saying it is gone.
+        if (this.exited && !this.exitStatus) await Promise.race([this.exited, this.deps.clock.sleep(1000)]);
+        return true;
+      }
       if (this.deps.clock.now() >= deadline) return false;
       await this.deps.clock.sleep(Math.min(50, Math.max(1, deadline - this.deps.clock.now())));
     }
