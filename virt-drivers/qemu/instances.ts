@@ -87,8 +87,9 @@ export class InstanceTable {
     await writeRecord(m.paths.dir, m.rec);
   }
 
-  /** Starts the instance's QEMU from its record and records the process. @throws VmStartError */
+  /** Starts the instance's QEMU from its record and records the process. Hold the lock. @throws VmStartError */
   async start(m: Managed, opts: { readonly incoming?: boolean } = {}): Promise<QemuVm> {
+    if (m.vm) await this.noteExit(m, m.vm); // a dead handle, noted before a new process replaces it
     await rm(m.paths.pid, { force: true });
     const vm = await startVm(this.deps, { uuid: m.rec.uuid, name: m.rec.name, def: m.rec.vm, paths: m.paths, ...(opts.incoming ? { incoming: true } : {}) });
     this.attach(m, vm);
@@ -119,7 +120,7 @@ export class InstanceTable {
   async stop(m: Managed, cleanMs: number): Promise<'clean' | 'hard' | 'not-running'> {
     const vm = m.vm;
     if (!vm || !(await vm.alive())) {
-      if (vm) await this.noteExit(m);
+      if (vm) await this.noteExit(m, vm);
       return 'not-running';
     }
     m.stopping = true;
@@ -138,19 +139,24 @@ export class InstanceTable {
     }
   }
 
-  /** Records that the process went away without being asked to (pidfile left: not cleanly). */
-  async noteExit(m: Managed): Promise<void> {
-    const vm = m.vm;
-    if (!vm) return;
+  /**
+   * Records that `vm`, the instance's process, went away without being asked to (pidfile left:
+   * not cleanly). Hold the lock; the first caller for a handle does it, later ones return.
+   */
+  async noteExit(m: Managed, vm: QemuVm): Promise<void> {
+    if (m.vm !== vm) return;
+    delete m.vm; // claimed before any await
     vm.detach();
-    delete m.vm;
     const clean = !(await exists(m.paths.pid));
     const lastExit = { at: new Date(this.deps.clock.now()).toISOString(), clean, code: vm.exit?.code ?? null, signal: vm.exit?.signal ?? null };
     this.log.warn({ instance: m.rec.uuid, pid: vm.pid, ...lastExit }, clean ? 'instance shut down on its own' : 'instance crashed or was killed');
     await this.save(m, { process: null, lastExit });
   }
 
-  /** The instance's power state, from QEMU when its process runs, else from how it ended. */
+  /**
+   * The instance's power state, from QEMU when its process runs, else from how it ended. Takes
+   * no lock (callers may hold it): a process found gone is recorded by a task queued on the lock.
+   */
   async powerState(m: Managed): Promise<PowerState> {
     if (m.rec.task === 'resized-away') return 'SHUTDOWN';
     const vm = m.vm;
@@ -164,7 +170,10 @@ export class InstanceTable {
         }
       }
     }
-    if (vm && !m.stopping) await this.noteExit(m).catch(() => undefined);
+    if (vm && !m.stopping && m.vm === vm) {
+      void this.withLock(m.rec.uuid, () => this.noteExit(m, vm)).catch((e: unknown) => this.log.error({ instance: m.rec.uuid, err: (e as Error).message }, 'cannot record the exit'));
+      return (await exists(m.paths.pid)) ? 'CRASHED' : 'SHUTDOWN';
+    }
     return m.rec.lastExit && !m.rec.lastExit.clean ? 'CRASHED' : 'SHUTDOWN';
   }
 

@@ -117,7 +117,9 @@ export async function postLiveMigration(host: QemuHost, ref: InstanceRef, _data:
   await host.table.withLock(ref.uuid, async () => {
     const m = host.table.active.get(ref.uuid);
     if (!m) return;
-    if (m.rec.task !== 'migrated-out') throw new InstanceStateError(ref.uuid, m.rec.task ?? 'not migrated', 'clean up after a live migration');
+    // migrated-out, or (the agent restarted mid-migration and QEMU finished it alone) postmigrate.
+    const finished = m.rec.task === 'migrated-out' || (m.rec.task === null && (await m.vm?.runState().catch(() => undefined)) === 'postmigrate');
+    if (!finished) throw new InstanceStateError(ref.uuid, m.rec.task ?? 'not migrated', 'clean up after a live migration');
     await host.table.stop(m, 0);
     host.table.active.delete(ref.uuid);
     await rm(m.paths.dir, { recursive: true, force: true });
