@@ -92,10 +92,19 @@ export class MigrationDataError extends DriverError {
   }
 }
 
-/** A live migration failed; the instance still runs on the source. */
+/**
+ * A live migration failed. `sourceRunning` says whether the instance still runs on the source (it
+ * does unless its own QEMU died meanwhile).
+ */
 export class LiveMigrationError extends DriverError {
-  constructor(readonly instance: string, readonly dest: string, reason: string, options?: { cause?: unknown }) {
-    super(`live migration of ${instance} to ${dest} failed: ${reason}; the instance still runs here`, options);
+  constructor(
+    readonly instance: string,
+    readonly dest: string,
+    reason: string,
+    options?: { cause?: unknown },
+    readonly sourceRunning = true,
+  ) {
+    super(`live migration of ${instance} to ${dest} failed: ${reason}; ${sourceRunning ? 'the instance still runs here' : "the instance's QEMU here is gone too"}`, options);
     this.name = 'LiveMigrationError';
   }
 }

@@ -81,14 +81,14 @@ export async function startVm(deps: VmDeps, req: StartRequest): Promise<QemuVm> 
   const exitedFirst = launched.exited.then(
     async (s): Promise<Outcome> => ({ ok: false, reason: `exited (${s.signal ?? `code ${s.code}`})` }),
   );
-  const answered = vm.qmp().then(
-    async (): Promise<Outcome> => {
+  const answered = vm
+    .qmp()
+    .then(async (): Promise<Outcome> => {
       const state = await vm.runState();
       const want = req.incoming ? 'inmigrate' : 'running';
       return state === want ? { ok: true } : { ok: false, reason: `is ${state}, expected ${want}` };
-    },
-    (e: unknown): Outcome => ({ ok: false, reason: (e as Error).message, cause: e }),
-  );
+    })
+    .catch((e: unknown): Outcome => ({ ok: false, reason: (e as Error).message, cause: e }));
   const outcome = await Promise.race([answered, exitedFirst]);
   if (outcome.ok) {
     logger.info({ instance: req.uuid, pid: launched.pid, accel: req.def.accel, ms: deps.clock.now() - started, incoming: req.incoming === true }, 'qemu started');

@@ -88,7 +88,6 @@ export async function destroy(host: QemuHost, ref: InstanceRef): Promise<void> {
     // A cold-migration source copy goes only when it is all that is left of the instance here.
     const target = m ?? host.table.resized.get(ref.uuid);
     if (target) {
-      target.outgoing?.abort();
       await host.table.stop(target, 0);
       if (m) host.table.active.delete(ref.uuid);
       else host.table.resized.delete(ref.uuid);

@@ -44,6 +44,11 @@ async function removeProbe(host: QemuHost, data: LiveMigrateData): Promise<void>
 export async function checkCanLiveMigrateDestination(host: QemuHost, spec: InstanceSpec, source: HostRef): Promise<LiveMigrateData> {
   if (host.table.active.has(spec.uuid)) throw new MigrationPreCheckError(`instance ${spec.uuid} is already on host ${host.opts.host}`);
   const facts = host.facts();
+  if (spec.image_ref !== undefined) {
+    await host.images.resolve(spec.image_ref).catch((e: unknown) => {
+      throw new MigrationPreCheckError(`host ${host.opts.host} cannot take instance ${spec.uuid}: ${(e as Error).message}`, { cause: e });
+    });
+  }
   await mkdir(host.opts.instancesPath, { recursive: true, mode: 0o750 });
   await sweepProbes(host);
   const filename = `${PROBE_PREFIX}${randomUUID()}`;

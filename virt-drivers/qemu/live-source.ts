@@ -66,8 +66,22 @@ export async function checkCanLiveMigrateSource(host: QemuHost, ref: InstanceRef
   };
 }
 
-/** After a failed migration: the guest runs again if it ran before. */
-async function ensureRunning(host: QemuHost, m: Managed, vm: QemuVm, wasRunning: boolean): Promise<void> {
+/** Whether QEMU says the migration completed (the destination has the guest), whatever else failed. */
+async function completedAnyway(vm: QemuVm): Promise<boolean> {
+  try {
+    const info = (await vm.execute('query-migrate')) as { status?: unknown };
+    return info?.status === 'completed';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * After a failed migration: the guest runs again if it ran before. Never called when the
+ * migration completed: resuming a guest the destination runs would run it twice. Whether its
+ * QEMU is still there.
+ */
+async function ensureRunning(host: QemuHost, m: Managed, vm: QemuVm, wasRunning: boolean): Promise<boolean> {
   try {
     const state = await vm.runState();
     if (wasRunning && state !== 'running') {
@@ -77,6 +91,7 @@ async function ensureRunning(host: QemuHost, m: Managed, vm: QemuVm, wasRunning:
   } catch (e) {
     host.log.error({ instance: m.rec.uuid, err: (e as Error).message }, 'cannot check the instance after the failed live migration');
   }
+  return vm.alive();
 }
 
 export async function liveMigration(host: QemuHost, ref: InstanceRef, dest: HostRef, data: LiveMigrateData): Promise<void> {
@@ -95,14 +110,20 @@ export async function liveMigration(host: QemuHost, ref: InstanceRef, dest: Host
     m.outgoing = abort;
     try {
       await runLiveMigration(host, { uuid: ref.uuid, dest: dest.host, vm, migrateUri, ...(nbd ? { nbd } : {}), memoryMb: m.rec.vm.memoryMb, diskBytes, signal: abort.signal });
-      await host.table.save(m, { task: 'migrated-out' });
     } catch (e) {
-      await ensureRunning(host, m, vm, wasRunning);
-      if (e instanceof LiveMigrationError) host.log.warn({ instance: ref.uuid, dest: dest.host, err: e.message }, 'live migration failed');
-      throw e;
+      if (await completedAnyway(vm)) {
+        host.log.warn({ instance: ref.uuid, dest: dest.host, err: (e as Error).message }, 'live migration completed despite an error on the way');
+      } else {
+        const running = await ensureRunning(host, m, vm, wasRunning);
+        const err = running || !(e instanceof LiveMigrationError) ? e : new LiveMigrationError(ref.uuid, dest.host, 'the source QEMU went away', { cause: e }, false);
+        host.log.warn({ instance: ref.uuid, dest: dest.host, err: (err as Error).message }, 'live migration failed');
+        throw err;
+      }
     } finally {
       delete m.outgoing;
     }
+    // The guest now runs on the destination: a failure to write that down must not say otherwise.
+    await host.table.save(m, { task: 'migrated-out' }).catch((e: unknown) => host.log.error({ instance: ref.uuid, err: (e as Error).message }, 'cannot record the completed live migration'));
   });
 }
 
