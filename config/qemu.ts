@@ -34,8 +34,10 @@ const ipAddress = (optional: boolean): z.ZodType<string | undefined, string> =>
     return z.NEVER;
   });
 
+/** The accelerator choices of `[qemu] accel`. */
 export const QEMU_ACCELS = ['auto', 'kvm', 'tcg'] as const;
 
+/** The `[qemu]` section's options. */
 export const qemuSection = z.object({
   binary: option(nonEmpty(), {
     help: 'QEMU system emulator to run, a path or a name looked up in PATH.',
@@ -154,4 +156,5 @@ export const qemuSection = z.object({
   }),
 });
 
+/** The validated `[qemu]` section. */
 export type QemuSection = z.output<typeof qemuSection>;

@@ -27,6 +27,7 @@ export interface VmDefinition {
 export const DISK_DRIVE_ID = 'drive-disk0';
 export const DISK_DEVICE_ID = 'virtio-disk0';
 
+/** Everything the command line is made of. */
 export interface CommandLineInput {
   readonly uuid: string;
   readonly name: string;
@@ -42,6 +43,7 @@ export function escapeOptionValue(v: string): string {
   return v.replace(/,/g, ',,');
 }
 
+/** The arguments of `qemu-system-x86_64` for an instance (without the binary). Pure. */
 export function qemuCommandLine(input: CommandLineInput): string[] {
   const { def, paths } = input;
   const e = escapeOptionValue;

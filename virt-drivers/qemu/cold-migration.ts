@@ -27,6 +27,7 @@ import { settledInstance } from './lifecycle';
 
 const GIB = 1024 * 1024 * 1024;
 
+/** The `diskInfo` of a qemu cold migration, version 1 (see the module comment). */
 export interface ColdDiskInfo {
   readonly version: 1;
   readonly driver: 'qemu';
@@ -71,6 +72,7 @@ export function parseDiskInfo(text: string): ColdDiskInfo {
   };
 }
 
+/** Source: powers off, keeps the files as `<uuid>_resize`, returns `diskInfo`. @throws InstanceNotFoundError, InstanceStateError, DriverError (disk would shrink) */
 export async function migrateDiskAndPowerOff(host: QemuHost, ref: InstanceRef, migration: MigrationRef, flavor: Flavor): Promise<MigrateDiskResult> {
   return host.table.withLock(ref.uuid, async () => {
     const m = settledInstance(host, ref, 'migrate');
@@ -100,6 +102,7 @@ export async function migrateDiskAndPowerOff(host: QemuHost, ref: InstanceRef, m
   });
 }
 
+/** Destination: fetches the files, adapts the disk, starts the instance. @throws InstanceExistsError, MigrationDataError, DiskTransferError, ImageError, VmStartError */
 export async function finishMigration(host: QemuHost, spec: InstanceSpec, migration: MigrationRef, disk: MigrateDiskResult, powerOn: boolean): Promise<void> {
   checkSpec(spec);
   const info = parseDiskInfo(disk.diskInfo);
@@ -156,6 +159,7 @@ export async function finishMigration(host: QemuHost, spec: InstanceSpec, migrat
   });
 }
 
+/** Source: deletes the kept copy; idempotent. @throws the fs error */
 export async function confirmMigration(host: QemuHost, ref: InstanceRef, migration: MigrationRef): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const m = host.table.resized.get(ref.uuid);
@@ -168,6 +172,7 @@ export async function confirmMigration(host: QemuHost, ref: InstanceRef, migrati
   });
 }
 
+/** Source: brings the kept copy back and starts it; idempotent. @throws InstanceNotFoundError, InstanceStateError (the migrated copy is still here), VmStartError */
 export async function finishRevertMigration(host: QemuHost, ref: InstanceRef, migration: MigrationRef, powerOn: boolean): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const kept = host.table.resized.get(ref.uuid);

@@ -26,6 +26,7 @@ export interface QemuFacts {
   readonly accel: AccelChoice;
 }
 
+/** The shared context of one driver's operations (see the module comment). */
 export interface QemuHost {
   readonly opts: QemuOptions;
   readonly log: Logger;

@@ -20,6 +20,7 @@ import type { Exec } from '../host/exec';
 import { DiskTransferError } from './errors';
 import { readRecord } from './instance-files';
 
+/** One fetch of an instance's files. */
 export interface FetchRequest {
   readonly uuid: string;
   readonly migration: string;
@@ -43,6 +44,7 @@ export async function visibleLocally(req: Pick<FetchRequest, 'uuid' | 'migration
   }
 }
 
+/** Copies the files from a directory visible here. @throws DiskTransferError */
 export async function fetchLocal(req: FetchRequest): Promise<void> {
   for (const f of req.files) {
     try {
@@ -69,6 +71,7 @@ export function rsyncArgs(req: FetchRequest): string[] {
   ];
 }
 
+/** Pulls the files with rsync over ssh. @throws DiskTransferError */
 export async function fetchRsync(exec: Exec, req: FetchRequest): Promise<void> {
   try {
     await exec.run('rsync', rsyncArgs(req), { timeoutMs: 6 * 3600 * 1000 });

@@ -48,6 +48,13 @@ export interface QemuDriverPorts {
   readonly kvmUsable?: () => Promise<boolean>;
 }
 
+/**
+ * The qemu driver. One instance per agent (per host); owns the VMs of its `instances_path` while it
+ * runs, and lets go of them (never stopping them) at `cleanupHost`. Safe for concurrent calls:
+ * each instance's operations are serialised by its own lock. Errors are `DriverError`s (see
+ * `../errors.ts` and `errors.ts`); `init` throws `DriverInitError` when QEMU is missing or the
+ * configuration cannot work on this host.
+ */
 export class QemuDriver implements VirtDriver {
   readonly name = 'qemu';
   readonly capabilities = CAPABILITIES;

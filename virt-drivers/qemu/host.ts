@@ -16,6 +16,7 @@ import { CommandNotFoundError, type Exec } from '../host/exec';
 import type { HostFs } from '../host/host-fs';
 import { DriverInitError } from '../errors';
 
+/** A QEMU version. */
 export interface QemuVersion {
   readonly major: number;
   readonly minor: number;
@@ -24,6 +25,7 @@ export interface QemuVersion {
   readonly text: string;
 }
 
+/** The accelerator `init` chose, and why (logged). */
 export interface AccelChoice {
   readonly accel: 'kvm' | 'tcg';
   readonly reason: string;

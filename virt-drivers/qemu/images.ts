@@ -17,12 +17,14 @@ import { isAbsolute, join } from 'node:path';
 import { CommandError, type Exec } from '../host/exec';
 import { ImageError, InstanceFilesError } from './errors';
 
+/** An image found on this host, with the format qemu-img probed. */
 export interface ResolvedImage {
   readonly path: string;
   readonly format: 'raw' | 'qcow2';
   readonly virtualSize: number;
 }
 
+/** What `qemu-img info` says about a disk. */
 export interface DiskInfo {
   readonly format: string;
   readonly virtualSize: number;
@@ -33,6 +35,10 @@ const GIB = 1024 * 1024 * 1024;
 const TIMEOUT_MS = 120_000;
 const PLAIN_NAME = /^[A-Za-z0-9][A-Za-z0-9._+-]*$/;
 
+/**
+ * qemu-img operations for one driver. Stateless; safe for concurrent use. Every method throws
+ * `ImageError` (the image cannot be used) or `InstanceFilesError` (qemu-img failed, with its words).
+ */
 export class Images {
   constructor(
     private readonly opts: { readonly qemuImg: string; readonly imagesPath?: string },

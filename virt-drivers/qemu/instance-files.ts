@@ -23,6 +23,7 @@ import { readCheckpoint, writeCheckpoint, type CheckpointSpec } from '../../agen
 import type { Flavor } from '../types';
 import type { VmDefinition } from './cmdline';
 
+/** The files of one instance directory. */
 export interface InstancePaths {
   readonly dir: string;
   readonly record: string;
@@ -33,6 +34,7 @@ export interface InstancePaths {
   readonly log: string;
 }
 
+/** The paths of the files in instance directory `dir`. */
 export function instancePaths(dir: string): InstancePaths {
   return {
     dir,
@@ -88,6 +90,7 @@ const flavorSchema = z.object({
   extra_specs: z.record(z.string(), z.string()),
 });
 
+/** Runtime check of a `VmDefinition` (records, live-migration data). */
 export const vmDefinitionSchema = z.object({
   machine: z.string().min(1),
   accel: z.enum(['kvm', 'tcg']),

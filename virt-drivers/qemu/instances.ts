@@ -62,6 +62,10 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
+/**
+ * The instances of one driver. Owns the `Managed` entries and their QEMU handles; callers mutate an
+ * instance only while holding its lock (`withLock`). Record writes that fail throw the fs error.
+ */
 export class InstanceTable {
   /** `<uuid>/` directories, by uuid. */
   readonly active = new Map<string, Managed>();

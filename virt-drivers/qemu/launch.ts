@@ -16,6 +16,7 @@ import type { InstancePaths } from './instance-files';
 import { LaunchError } from './process';
 import { QemuVm, type VmDeps } from './vm';
 
+/** What to start. */
 export interface StartRequest {
   readonly uuid: string;
   readonly name: string;

@@ -43,6 +43,7 @@ export async function createInstanceDir(host: QemuHost, uuid: string): Promise<s
   return active;
 }
 
+/** Creates and (with `powerOn`) starts an instance; on failure nothing is left. @throws InstanceExistsError, ImageError, VmStartError, DriverError */
 export async function spawn(host: QemuHost, spec: InstanceSpec, powerOn: boolean): Promise<void> {
   checkSpec(spec);
   await host.table.withLock(spec.uuid, async () => {
@@ -81,6 +82,7 @@ export async function spawn(host: QemuHost, spec: InstanceSpec, powerOn: boolean
   });
 }
 
+/** Stops (hard) and deletes an instance; idempotent. @throws the fs error */
 export async function destroy(host: QemuHost, ref: InstanceRef): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const { active, resized } = instanceDirs(host.opts.instancesPath, ref.uuid);
@@ -97,6 +99,7 @@ export async function destroy(host: QemuHost, ref: InstanceRef): Promise<void> {
   });
 }
 
+/** Starts a stopped instance; a running one is left alone. @throws InstanceNotFoundError, InstanceStateError, VmStartError */
 export async function powerOn(host: QemuHost, ref: InstanceRef): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const m = settledInstance(host, ref, 'power on');
@@ -105,6 +108,7 @@ export async function powerOn(host: QemuHost, ref: InstanceRef): Promise<void> {
   });
 }
 
+/** Stops an instance, cleanly within `timeoutSec` (default shutdown_timeout), else hard. @throws InstanceNotFoundError, InstanceStateError */
 export async function powerOff(host: QemuHost, ref: InstanceRef, opts: PowerOffOptions): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const m = settledInstance(host, ref, 'power off');
@@ -115,6 +119,7 @@ export async function powerOff(host: QemuHost, ref: InstanceRef, opts: PowerOffO
   });
 }
 
+/** Restarts an instance: soft is a clean power off and a start, hard a new process. @throws InstanceNotFoundError, InstanceStateError, VmStartError */
 export async function reboot(host: QemuHost, ref: InstanceRef, type: 'soft' | 'hard'): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const m = settledInstance(host, ref, `${type} reboot`);

@@ -42,6 +42,7 @@ export function intField(data: LiveMigrateData, field: string): number {
   return v;
 }
 
+/** A field that must be a boolean. @throws MigrationDataError */
 export function boolField(data: LiveMigrateData, field: string): boolean {
   const v = data[field];
   if (typeof v !== 'boolean') throw new MigrationDataError(field, 'true or false');

@@ -41,6 +41,7 @@ async function removeProbe(host: QemuHost, data: LiveMigrateData): Promise<void>
   if (typeof name === 'string' && name.startsWith(PROBE_PREFIX) && !name.includes('/')) await rm(join(host.opts.instancesPath, name), { force: true });
 }
 
+/** Destination pre-check; writes the shared-storage probe file. @throws MigrationPreCheckError */
 export async function checkCanLiveMigrateDestination(host: QemuHost, spec: InstanceSpec, source: HostRef): Promise<LiveMigrateData> {
   if (host.table.active.has(spec.uuid)) throw new MigrationPreCheckError(`instance ${spec.uuid} is already on host ${host.opts.host}`);
   const facts = host.facts();
@@ -101,6 +102,7 @@ async function listen(host: QemuHost, vm: QemuVm, disk: boolean): Promise<LiveMi
   };
 }
 
+/** Destination: starts the paused twin and listens; on failure nothing is left. @throws InstanceExistsError, MigrationDataError, ImageError, VmStartError, DriverError (no free port) */
 export async function preLiveMigration(host: QemuHost, spec: InstanceSpec, data: LiveMigrateData): Promise<LiveMigrateData> {
   checkSpec(spec);
   await removeProbe(host, data);
@@ -148,6 +150,7 @@ export async function preLiveMigration(host: QemuHost, spec: InstanceSpec, data:
   });
 }
 
+/** Destination, after success: the received instance becomes an ordinary one; idempotent. @throws InstanceNotFoundError, InstanceStateError */
 export async function postLiveMigrationAtDestination(host: QemuHost, ref: InstanceRef, _data: LiveMigrateData): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const m = activeInstance(host, ref);
@@ -163,6 +166,7 @@ export async function postLiveMigrationAtDestination(host: QemuHost, ref: Instan
   });
 }
 
+/** Destination, after failure: removes the twin and its files; idempotent. @throws the fs error */
 export async function rollbackLiveMigrationAtDestination(host: QemuHost, ref: InstanceRef, data: LiveMigrateData): Promise<void> {
   await removeProbe(host, data);
   await host.table.withLock(ref.uuid, async () => {

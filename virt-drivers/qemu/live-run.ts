@@ -24,11 +24,13 @@ import { LiveMigrationAbortedError, LiveMigrationError, LiveMigrationTimeoutErro
 import type { NbdTarget } from './live-data';
 import type { QemuVm } from './vm';
 
+/** The block job id of the disk mirror, on the source. */
 export const MIRROR_JOB = 'mirror-drive-disk0';
 /** The block node of the destination's NBD export, on the source. */
 export const NBD_NODE = 'migration-drive-disk0';
 const GIB = 1024 * 1024 * 1024;
 
+/** One live migration to run. */
 export interface LiveRun {
   readonly uuid: string;
   readonly dest: string;
@@ -40,6 +42,7 @@ export interface LiveRun {
   readonly signal: AbortSignal;
 }
 
+/** What QEMU reported when the migration completed. */
 export interface LiveStats {
   readonly wallMs: number;
   readonly totalTimeMs: number;
@@ -55,6 +58,7 @@ function mirrorJob(jobs: unknown): Dict | undefined {
   return Array.isArray(jobs) ? jobs.map(dict).find((j) => j.device === MIRROR_JOB) : undefined;
 }
 
+/** Runs the migration to completion. @throws LiveMigrationError, LiveMigrationAbortedError, LiveMigrationTimeoutError */
 export async function runLiveMigration(host: QemuHost, run: LiveRun): Promise<LiveStats> {
   const { opts, clock, log } = host;
   const qmp = await run.vm.qmp();

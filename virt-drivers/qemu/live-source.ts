@@ -35,6 +35,7 @@ async function fileExists(path: string): Promise<boolean> {
   }
 }
 
+/** Source pre-check; adds the instance's definition and disk to the data. @throws MigrationPreCheckError, MigrationDataError, InstanceNotFoundError, InstanceStateError */
 export async function checkCanLiveMigrateSource(host: QemuHost, ref: InstanceRef, data: LiveMigrateData): Promise<LiveMigrateData> {
   const m = settledInstance(host, ref, 'live migrate');
   const state = await host.table.powerState(m);
@@ -94,6 +95,7 @@ async function ensureRunning(host: QemuHost, m: Managed, vm: QemuVm, wasRunning:
   return vm.alive();
 }
 
+/** Source: moves the running instance; resolves once the destination runs it. @throws LiveMigrationError (and subclasses), InstanceStateError, MigrationDataError */
 export async function liveMigration(host: QemuHost, ref: InstanceRef, dest: HostRef, data: LiveMigrateData): Promise<void> {
   const migrateUri = stringField(data, 'migrate_uri');
   const nbd = nbdTarget(data);
@@ -127,6 +129,7 @@ export async function liveMigration(host: QemuHost, ref: InstanceRef, dest: Host
   });
 }
 
+/** Source: cancels the running migration; `liveMigration` then rejects. @throws InstanceNotFoundError, InstanceStateError (nothing to abort) */
 export async function liveMigrationAbort(host: QemuHost, ref: InstanceRef): Promise<void> {
   const m = activeInstance(host, ref);
   if (!m.outgoing) throw new InstanceStateError(ref.uuid, m.rec.task ?? 'not migrating', 'abort a live migration');
@@ -134,6 +137,7 @@ export async function liveMigrationAbort(host: QemuHost, ref: InstanceRef): Prom
   await m.vm?.execute('migrate_cancel').catch(() => undefined);
 }
 
+/** Source, after success: stops the paused leftover and deletes its files; idempotent. @throws InstanceStateError (the migration did not complete) */
 export async function postLiveMigration(host: QemuHost, ref: InstanceRef, _data: LiveMigrateData): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const m = host.table.active.get(ref.uuid);

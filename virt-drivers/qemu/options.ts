@@ -7,6 +7,7 @@
  */
 import type { AgentConfig } from '../../config/schema';
 
+/** The driver's options, in milliseconds and bytes. */
 export interface QemuOptions {
   readonly host: string;
   readonly instancesPath: string;
@@ -40,6 +41,7 @@ export interface QemuOptions {
 /** Longest unix socket path Linux accepts (sun_path is 108 bytes with the NUL). */
 export const MAX_SOCKET_PATH = 107;
 
+/** Reads the options out of a validated configuration. */
 export function qemuOptionsFromConfig(config: AgentConfig): QemuOptions {
   const q = config.qemu;
   return {

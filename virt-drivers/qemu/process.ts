@@ -23,6 +23,7 @@ export interface ExitStatus {
   readonly signal: string | null;
 }
 
+/** What to start: the binary, its arguments, where its output goes. */
 export interface LaunchRequest {
   readonly binary: string;
   readonly args: readonly string[];

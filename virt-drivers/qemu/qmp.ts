@@ -34,6 +34,7 @@ export interface QmpVersion {
   readonly package: string;
 }
 
+/** How to connect. */
 export interface QmpConnectOptions {
   /** Budget for the whole handshake: the socket appearing, the greeting, `qmp_capabilities`. */
   readonly timeoutMs: number;

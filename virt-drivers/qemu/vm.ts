@@ -18,6 +18,7 @@ import type { QemuOptions } from './options';
 import type { ExitStatus, VmProcesses } from './process';
 import { QmpClient } from './qmp';
 
+/** What a VM handle needs: the process port, time, logging, options. */
 export interface VmDeps {
   readonly processes: VmProcesses;
   readonly clock: Clock;
@@ -28,6 +29,11 @@ export interface VmDeps {
 /** How a stop ended: the VM quit when asked, or had to be signalled. */
 export type StopOutcome = 'exited' | 'quit' | 'sigterm' | 'sigkill';
 
+/**
+ * A handle on one QEMU process. Owned by the instance table entry it is attached to; shared QMP
+ * connection, safe for concurrent commands. Methods throw `QmpError`s where they talk to QEMU;
+ * `stop`, `alive` and `waitExit` never throw for a process that is gone.
+ */
 export class QemuVm {
   private client: QmpClient | undefined;
   private connecting: Promise<QmpClient> | undefined;
