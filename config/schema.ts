@@ -27,6 +27,7 @@ import {
   patternList,
   str,
 } from './types';
+import { qemuSection } from './qemu';
 import { transportUrl } from './transport-url';
 
 const ratio = (name: string): z.ZodType<number | undefined, string> =>
@@ -110,7 +111,7 @@ export const defaultSection = z.object({
     {
       help: 'Virt driver that discovers this host and runs its instances (see `compute-agent discover`).',
       default: 'fake',
-      expected: 'a registered driver name such as fake',
+      expected: 'a registered driver name such as fake or qemu',
     },
   ),
   reserved_host_memory_mb: option(int(0), {
@@ -411,6 +412,7 @@ export const configSchema = z.object({
   devices: devicesSection,
   network: networkSection,
   fake: fakeSection,
+  qemu: qemuSection,
   oslo_messaging_rabbit: rabbitSection,
   metrics: metricsSection,
 });

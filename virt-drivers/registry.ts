@@ -7,6 +7,7 @@
  */
 import { UnknownDriverError } from './errors';
 import { FakeDriver } from './fake/driver';
+import { QemuDriver } from './qemu/driver';
 import type { VirtDriver } from './driver';
 import type { DriverContext } from './types';
 
@@ -37,5 +38,5 @@ export class DriverRegistry {
 
 /** A registry holding the built-in drivers. */
 export function builtinDrivers(): DriverRegistry {
-  return new DriverRegistry().register('fake', (ctx) => new FakeDriver(ctx));
+  return new DriverRegistry().register('fake', (ctx) => new FakeDriver(ctx)).register('qemu', (ctx) => new QemuDriver(ctx));
 }

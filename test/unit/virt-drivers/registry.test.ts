@@ -5,6 +5,7 @@ import { CAPABILITY_TRAITS, capabilityTraits } from '../../../virt-drivers/drive
 import { UnknownDriverError } from '../../../virt-drivers/errors';
 import { FakeDriver } from '../../../virt-drivers/fake/driver';
 import { FakeExec } from '../../../virt-drivers/host/fake-exec';
+import { QemuDriver } from '../../../virt-drivers/qemu/driver';
 import { RootedHostFs } from '../../../virt-drivers/host/host-fs';
 import { builtinDrivers, DriverRegistry } from '../../../virt-drivers/registry';
 import { STANDARD_TRAITS } from '../../../virt-drivers/traits';
@@ -19,17 +20,18 @@ const ctx = (): DriverContext => ({
 });
 
 describe('driver registry', () => {
-  test('the built-in registry builds the fake driver by name', () => {
+  test('the built-in registry builds the fake and qemu drivers by name', () => {
     const registry = builtinDrivers();
-    expect(registry.names()).toEqual(['fake']);
+    expect(registry.names()).toEqual(['fake', 'qemu']);
     expect(registry.create('fake', ctx())).toBeInstanceOf(FakeDriver);
+    expect(registry.create('qemu', ctx())).toBeInstanceOf(QemuDriver);
   });
 
   test('an unknown name lists the registered ones', () => {
     expect(() => builtinDrivers().create('libvirt.LibvirtDriver', ctx())).toThrow(
-      new UnknownDriverError('libvirt.LibvirtDriver', ['fake']),
+      new UnknownDriverError('libvirt.LibvirtDriver', ['fake', 'qemu']),
     );
-    expect(() => builtinDrivers().create('x', ctx())).toThrow('no virt driver named "x"; registered: fake');
+    expect(() => builtinDrivers().create('x', ctx())).toThrow('no virt driver named "x"; registered: fake, qemu');
   });
 
   test('a third-party driver registers the same way; a name is taken once', () => {

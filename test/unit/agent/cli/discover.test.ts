@@ -111,7 +111,7 @@ describe('compute-agent discover', () => {
     const { conf } = setup(HOST, '\n[DEFAULT]\ncompute_driver = libvirt\n');
     const c = capture();
     expect(await runCli(['--config-file', conf, 'discover'], c.io)).toBe(2);
-    expect(c.err).toEqual(['no virt driver named "libvirt"; registered: fake']);
+    expect(c.err).toEqual(['no virt driver named "libvirt"; registered: fake, qemu']);
   });
 
   test('a malformed compute_id: exit 1 with the reason', async () => {

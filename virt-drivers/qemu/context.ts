@@ -1,0 +1,70 @@
+/**
+ * What every QEMU driver operation works with: options, ports, the instance table and the host
+ * facts `init` found. One `QemuHost` per driver instance; the operation modules (`lifecycle`,
+ * `cold-migration`, `live-source`, `live-destination`, `recovery`) are functions over it, so the
+ * driver class stays a thin map from the `VirtDriver` contract onto them.
+ *
+ * It is: shared state, owned by the driver. It is not: shared between driver instances (two
+ * drivers on one machine, as in the tests, are two hosts).
+ */
+import type { Logger } from '../../agent/logging/logger';
+import type { Clock } from '../../agent/util/clock';
+import { DriverError } from '../errors';
+import type { Exec } from '../host/exec';
+import type { InstanceSpec } from '../types';
+import type { VmDefinition } from './cmdline';
+import type { AccelChoice, QemuVersion } from './host';
+import type { Images } from './images';
+import type { InstanceTable } from './instances';
+import type { QemuOptions } from './options';
+import type { VmProcesses } from './process';
+import type { VmDeps } from './vm';
+
+/** What `init` learned about the host. */
+export interface QemuFacts {
+  readonly version: QemuVersion;
+  readonly accel: AccelChoice;
+}
+
+/** The shared context of one driver's operations (see the module comment). */
+export interface QemuHost {
+  readonly opts: QemuOptions;
+  readonly log: Logger;
+  readonly clock: Clock;
+  readonly exec: Exec;
+  readonly images: Images;
+  readonly processes: VmProcesses;
+  readonly vmDeps: VmDeps;
+  readonly table: InstanceTable;
+  /** The host facts. @throws DriverError before `init` */
+  facts(): QemuFacts;
+}
+
+/** Thrown by operations called before `init`. */
+export function notInitialised(): DriverError {
+  return new DriverError('the qemu driver is not initialised (init was not called or failed)');
+}
+
+/** Checks the parts of a spec QEMU needs; values arrive over RPC. @throws DriverError naming the field */
+export function checkSpec(spec: InstanceSpec): void {
+  const f = spec.flavor as Partial<InstanceSpec['flavor']> | undefined;
+  const positive = (v: unknown): boolean => typeof v === 'number' && Number.isInteger(v) && v > 0;
+  const bad = (field: string, expected: string): DriverError => new DriverError(`instance ${spec.uuid}: ${field} must be ${expected}`);
+  if (!f) throw bad('flavor', 'present');
+  if (!positive(f.vcpus)) throw bad('flavor.vcpus', 'an integer > 0');
+  if (!positive(f.memory_mb)) throw bad('flavor.memory_mb', 'an integer > 0');
+  if (typeof f.root_gb !== 'number' || !Number.isInteger(f.root_gb) || f.root_gb < 0) throw bad('flavor.root_gb', 'an integer >= 0');
+  if (spec.image_ref !== undefined && (typeof spec.image_ref !== 'string' || spec.image_ref === '')) throw bad('image_ref', 'a non-empty string when given');
+}
+
+/** The definition of a new instance on this host: its flavor, this host's machine, CPU and accelerator. */
+export function newDefinition(host: QemuHost, spec: InstanceSpec, disk: boolean): VmDefinition {
+  return {
+    machine: host.opts.machineType,
+    accel: host.facts().accel.accel,
+    cpuModel: host.opts.cpuModel,
+    vcpus: spec.flavor.vcpus,
+    memoryMb: spec.flavor.memory_mb,
+    disk,
+  };
+}

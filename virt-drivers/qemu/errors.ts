@@ -1,0 +1,134 @@
+/**
+ * Errors of the QEMU driver, one class per failure, each accepting a `cause`. All extend
+ * `DriverError`, so the compute manager can treat anything escaping the driver uniformly and
+ * branch on the class where it matters (a live migration aborted vs failed vs timed out).
+ *
+ * Messages are single lines an operator can act on: they name the instance, the file or the
+ * option, and end with QEMU's own words when QEMU said something (its stderr tail, a QMP desc).
+ */
+import { DriverError } from '../errors';
+
+/** Base class of QMP (QEMU Machine Protocol) failures. */
+export class QmpError extends DriverError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'QmpError';
+  }
+}
+
+/** The QMP socket could not be reached (absent, refused, no greeting) within the deadline. */
+export class QmpConnectError extends QmpError {
+  constructor(readonly path: string, reason: string, options?: { cause?: unknown }) {
+    super(`qmp ${path}: cannot connect: ${reason}`, options);
+    this.name = 'QmpConnectError';
+  }
+}
+
+/** The peer sent something that is not QMP (bad JSON, no greeting, a reply without a request). */
+export class QmpProtocolError extends QmpError {
+  constructor(readonly path: string, detail: string, options?: { cause?: unknown }) {
+    super(`qmp ${path}: protocol error: ${detail}`, options);
+    this.name = 'QmpProtocolError';
+  }
+}
+
+/** QEMU answered a command with an error (`{"error": {"class", "desc"}}`). */
+export class QmpCommandError extends QmpError {
+  constructor(
+    readonly command: string,
+    readonly errorClass: string,
+    readonly desc: string,
+  ) {
+    super(`qmp ${command}: ${errorClass}: ${desc}`);
+    this.name = 'QmpCommandError';
+  }
+}
+
+/** The connection closed (QEMU quit or died, or the client was closed) before the answer came. */
+export class QmpClosedError extends QmpError {
+  constructor(readonly path: string, readonly command?: string) {
+    super(command ? `qmp ${path}: connection closed before ${command} was answered` : `qmp ${path}: connection closed`);
+    this.name = 'QmpClosedError';
+  }
+}
+
+/** A command (or an awaited event) did not come within its deadline. */
+export class QmpTimeoutError extends QmpError {
+  constructor(readonly what: string, readonly timeoutMs: number) {
+    super(`qmp ${what}: no answer within ${timeoutMs} ms`);
+    this.name = 'QmpTimeoutError';
+  }
+}
+
+/** QEMU could not be started, or exited, or did not answer while an instance was starting. */
+export class VmStartError extends DriverError {
+  constructor(readonly instance: string, reason: string, options?: { cause?: unknown }) {
+    super(`instance ${instance}: qemu did not start: ${reason}`, options);
+    this.name = 'VmStartError';
+  }
+}
+
+/** An instance's image cannot be found or used. */
+export class ImageError extends DriverError {
+  constructor(readonly imageRef: string, reason: string, options?: { cause?: unknown }) {
+    super(`image ${JSON.stringify(imageRef)}: ${reason}`, options);
+    this.name = 'ImageError';
+  }
+}
+
+/** An instance's files on disk cannot be read or written. */
+export class InstanceFilesError extends DriverError {
+  constructor(readonly instance: string, reason: string, options?: { cause?: unknown }) {
+    super(`instance ${instance}: ${reason}`, options);
+    this.name = 'InstanceFilesError';
+  }
+}
+
+/** Data handed between migration steps (diskInfo, LiveMigrateData) is missing a field or malformed. */
+export class MigrationDataError extends DriverError {
+  constructor(readonly field: string, expected: string) {
+    super(`migration data field ${field}: expected ${expected}`);
+    this.name = 'MigrationDataError';
+  }
+}
+
+/**
+ * A live migration failed. `sourceRunning` says whether the instance still runs on the source (it
+ * does unless its own QEMU died meanwhile).
+ */
+export class LiveMigrationError extends DriverError {
+  constructor(
+    readonly instance: string,
+    readonly dest: string,
+    reason: string,
+    options?: { cause?: unknown },
+    readonly sourceRunning = true,
+  ) {
+    super(`live migration of ${instance} to ${dest} failed: ${reason}; ${sourceRunning ? 'the instance still runs here' : "the instance's QEMU here is gone too"}`, options);
+    this.name = 'LiveMigrationError';
+  }
+}
+
+/** A live migration was aborted (`liveMigrationAbort`); the instance still runs on the source. */
+export class LiveMigrationAbortedError extends LiveMigrationError {
+  constructor(instance: string, dest: string) {
+    super(instance, dest, 'aborted on request');
+    this.name = 'LiveMigrationAbortedError';
+  }
+}
+
+/** A live migration ran past its completion timeout and was aborted; the instance still runs on the source. */
+export class LiveMigrationTimeoutError extends LiveMigrationError {
+  constructor(instance: string, dest: string, readonly timeoutMs: number) {
+    super(instance, dest, `not complete after ${Math.round(timeoutMs / 1000)} s (live_migration_completion_timeout), aborted`);
+    this.name = 'LiveMigrationTimeoutError';
+  }
+}
+
+/** The instance files of a cold migration could not be fetched from the source. */
+export class DiskTransferError extends DriverError {
+  constructor(readonly instance: string, reason: string, options?: { cause?: unknown }) {
+    super(`instance ${instance}: cannot fetch its files from the source: ${reason}`, options);
+    this.name = 'DiskTransferError';
+  }
+}

@@ -1,0 +1,171 @@
+/**
+ * An instance's directory and its record: everything a driver (this one, or one started after a
+ * crash) needs to find, adopt, restart or move the instance.
+ *
+ * Layout of `instances_path`:
+ * - `<uuid>/` an instance of this host: `instance.json` (the record, a versioned, checksummed
+ *   checkpoint written atomically), `disk.qcow2` (overlay on the image, if any), `console.log`
+ *   (serial port, appended), `qmp.sock`, `qemu.pid` (QEMU's pidfile: QEMU deletes it on a clean
+ *   exit, so a pidfile left behind by a dead process means it crashed or was killed), `qemu.log`
+ *   (QEMU's stdout and stderr, appended).
+ * - `<uuid>_resize/` the source copy of a cold-migrated instance, kept until confirm or revert
+ *   (nova's libvirt driver uses the same name).
+ * - `.<uuid>.incoming/` a cold migration being fetched; renamed to `<uuid>/` when complete, removed
+ *   at start if a crash left it half-copied.
+ *
+ * It is: paths, the record's schema and its reads and writes. It is not: a cache; the driver
+ * keeps records in memory and writes them here at every change.
+ */
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { readCheckpoint, writeCheckpoint, type CheckpointSpec } from '../../agent/util/checkpoint';
+import type { Flavor } from '../types';
+import type { VmDefinition } from './cmdline';
+
+/** The files of one instance directory. */
+export interface InstancePaths {
+  readonly dir: string;
+  readonly record: string;
+  readonly disk: string;
+  readonly console: string;
+  readonly qmp: string;
+  readonly pid: string;
+  readonly log: string;
+}
+
+/** The paths of the files in instance directory `dir`. */
+export function instancePaths(dir: string): InstancePaths {
+  return {
+    dir,
+    record: join(dir, 'instance.json'),
+    disk: join(dir, 'disk.qcow2'),
+    console: join(dir, 'console.log'),
+    qmp: join(dir, 'qmp.sock'),
+    pid: join(dir, 'qemu.pid'),
+    log: join(dir, 'qemu.log'),
+  };
+}
+
+/** Where the instance stands in a move, if anywhere. */
+export type InstanceTask = 'resized-away' | 'incoming' | 'migrated-out';
+
+/** How the last QEMU process of an instance ended, when it was not asked to. */
+export interface UnexpectedExit {
+  readonly at: string;
+  /** QEMU removed its pidfile: the guest powered off or QEMU was asked to quit. */
+  readonly clean: boolean;
+  readonly code: number | null;
+  readonly signal: string | null;
+}
+
+/** The record in `instance.json`. */
+export interface InstanceRecord {
+  readonly uuid: string;
+  readonly name: string;
+  /** The host that wrote it (`[DEFAULT] host`). */
+  readonly host: string;
+  readonly flavor: Flavor;
+  readonly imageRef: string | null;
+  /** The image the disk overlay sits on, as resolved on this host. */
+  readonly image: { readonly path: string; readonly format: 'raw' | 'qcow2' } | null;
+  readonly vm: VmDefinition;
+  /** What the instance should be doing: `running` unless it was powered off. */
+  readonly power: 'running' | 'stopped';
+  readonly task: InstanceTask | null;
+  /** The migration `task` belongs to. */
+  readonly migration: string | null;
+  /** The QEMU process, while there is one. */
+  readonly process: { readonly pid: number; readonly startTicks: string; readonly startedAt: string } | null;
+  readonly lastExit: UnexpectedExit | null;
+}
+
+const flavorSchema = z.object({
+  name: z.string().optional(),
+  vcpus: z.number().int().positive(),
+  memory_mb: z.number().int().positive(),
+  root_gb: z.number().int().min(0),
+  ephemeral_gb: z.number().int().min(0),
+  swap: z.number().int().min(0),
+  extra_specs: z.record(z.string(), z.string()),
+});
+
+/** Runtime check of a `VmDefinition` (records, live-migration data). */
+export const vmDefinitionSchema = z.object({
+  machine: z.string().min(1),
+  accel: z.enum(['kvm', 'tcg']),
+  cpuModel: z.string().min(1),
+  vcpus: z.number().int().positive(),
+  memoryMb: z.number().int().positive(),
+  disk: z.boolean(),
+});
+
+const recordSchema = z.object({
+  uuid: z.string(),
+  name: z.string(),
+  host: z.string(),
+  flavor: flavorSchema,
+  imageRef: z.string().nullable(),
+  image: z.object({ path: z.string(), format: z.enum(['raw', 'qcow2']) }).nullable(),
+  vm: vmDefinitionSchema,
+  power: z.enum(['running', 'stopped']),
+  task: z.enum(['resized-away', 'incoming', 'migrated-out']).nullable(),
+  migration: z.string().nullable(),
+  process: z.object({ pid: z.number().int().positive(), startTicks: z.string(), startedAt: z.string() }).nullable(),
+  lastExit: z.object({ at: z.string(), clean: z.boolean(), code: z.number().nullable(), signal: z.string().nullable() }).nullable(),
+});
+
+function spec(dir: string): CheckpointSpec<InstanceRecord> {
+  return {
+    path: instancePaths(dir).record,
+    kind: 'compute-agent/qemu-instance',
+    version: 1,
+    validate: (data: unknown): data is InstanceRecord => recordSchema.safeParse(data).success,
+  };
+}
+
+/** The record of the instance in `dir`; undefined when there is none. @throws CheckpointCorruptError */
+export function readRecord(dir: string): Promise<InstanceRecord | undefined> {
+  return readCheckpoint(spec(dir));
+}
+
+/** Writes the record atomically and durably. @throws the fs error */
+export function writeRecord(dir: string, record: InstanceRecord): Promise<void> {
+  return writeCheckpoint(spec(dir), record);
+}
+
+const UUID = '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}';
+const ENTRY = new RegExp(`^(\\.)?(${UUID})(_resize|\\.incoming)?$`);
+
+/** An instance directory found in `instances_path`. */
+export interface InstanceDirEntry {
+  readonly uuid: string;
+  readonly dir: string;
+  readonly kind: 'active' | 'resized' | 'staging';
+}
+
+/** The directory names the layout above uses, for one instance. */
+export function instanceDirs(instancesPath: string, uuid: string): { active: string; resized: string; staging: string } {
+  return { active: join(instancesPath, uuid), resized: join(instancesPath, `${uuid}_resize`), staging: join(instancesPath, `.${uuid}.incoming`) };
+}
+
+/** Every instance directory in `instances_path` (none when it does not exist). @throws the fs error */
+export async function scanInstanceDirs(instancesPath: string): Promise<InstanceDirEntry[]> {
+  let entries: import('node:fs').Dirent[];
+  try {
+    entries = await readdir(instancesPath, { withFileTypes: true });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw e;
+  }
+  const out: InstanceDirEntry[] = [];
+  for (const entry of entries) {
+    const m = ENTRY.exec(entry.name);
+    if (!m || !entry.isDirectory()) continue;
+    const [, dot, uuid = '', suffix] = m;
+    if (dot && suffix === '.incoming') out.push({ uuid, dir: join(instancesPath, entry.name), kind: 'staging' });
+    else if (!dot && suffix === '_resize') out.push({ uuid, dir: join(instancesPath, entry.name), kind: 'resized' });
+    else if (!dot && suffix === undefined) out.push({ uuid, dir: join(instancesPath, entry.name), kind: 'active' });
+  }
+  return out.sort((a, b) => a.dir.localeCompare(b.dir));
+}

@@ -1,0 +1,135 @@
+/**
+ * Spawn, destroy, power on/off and reboot of QEMU instances, following nova's libvirt driver:
+ * a clean power off presses the ACPI button and waits `shutdown_timeout` before stopping hard;
+ * destroy stops hard at once; a soft reboot is a clean power off and a start (falling back to
+ * hard when the guest ignores ACPI); a hard reboot is a new QEMU process from the record.
+ *
+ * Every operation holds the instance's lock. A failed spawn leaves nothing: the process is
+ * stopped and the directory removed.
+ */
+import { mkdir, rm } from 'node:fs/promises';
+import { InstanceExistsError, InstanceNotFoundError, InstanceStateError } from '../errors';
+import type { PowerOffOptions } from '../driver';
+import type { InstanceRef, InstanceSpec } from '../types';
+import { checkSpec, newDefinition, type QemuHost } from './context';
+import { instanceDirs, instancePaths, writeRecord, type InstanceRecord } from './instance-files';
+import type { Managed } from './instances';
+
+/** The active instance, or InstanceNotFoundError. */
+export function activeInstance(host: QemuHost, ref: InstanceRef): Managed {
+  const m = host.table.active.get(ref.uuid);
+  if (!m) throw new InstanceNotFoundError(ref.uuid);
+  return m;
+}
+
+/** The active instance, not in the middle of a move. @throws InstanceNotFoundError, InstanceStateError */
+export function settledInstance(host: QemuHost, ref: InstanceRef, operation: string): Managed {
+  const m = activeInstance(host, ref);
+  if (m.rec.task) throw new InstanceStateError(ref.uuid, m.rec.task, operation);
+  if (m.outgoing) throw new InstanceStateError(ref.uuid, 'migrating', operation);
+  return m;
+}
+
+/** Creates the instance directory; @throws InstanceExistsError when it is there already. */
+export async function createInstanceDir(host: QemuHost, uuid: string): Promise<string> {
+  const { active } = instanceDirs(host.opts.instancesPath, uuid);
+  await mkdir(host.opts.instancesPath, { recursive: true, mode: 0o750 });
+  try {
+    await mkdir(active, { mode: 0o750 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new InstanceExistsError(uuid);
+    throw e;
+  }
+  return active;
+}
+
+/** Creates and (with `powerOn`) starts an instance; on failure nothing is left. @throws InstanceExistsError, ImageError, VmStartError, DriverError */
+export async function spawn(host: QemuHost, spec: InstanceSpec, powerOn: boolean): Promise<void> {
+  checkSpec(spec);
+  await host.table.withLock(spec.uuid, async () => {
+    if (host.table.active.has(spec.uuid)) throw new InstanceExistsError(spec.uuid);
+    const dir = await createInstanceDir(host, spec.uuid);
+    const paths = instancePaths(dir);
+    let m: Managed | undefined;
+    try {
+      const image = spec.image_ref === undefined ? null : await host.images.resolve(spec.image_ref);
+      if (image) await host.images.createOverlay(paths.disk, image, spec.flavor.root_gb);
+      const rec: InstanceRecord = {
+        uuid: spec.uuid,
+        name: spec.name,
+        host: host.opts.host,
+        flavor: spec.flavor,
+        imageRef: spec.image_ref ?? null,
+        image: image && { path: image.path, format: image.format },
+        vm: newDefinition(host, spec, image !== null),
+        power: powerOn ? 'running' : 'stopped',
+        task: null,
+        migration: null,
+        process: null,
+        lastExit: null,
+      };
+      await writeRecord(dir, rec);
+      m = { rec, paths };
+      host.table.active.set(spec.uuid, m);
+      if (powerOn) await host.table.start(m);
+      host.log.info({ instance: spec.uuid, image: image?.path ?? null, vcpus: rec.vm.vcpus, memory_mb: rec.vm.memoryMb, powerOn }, 'instance spawned');
+    } catch (e) {
+      if (m) await host.table.stop(m, 0).catch(() => undefined);
+      host.table.active.delete(spec.uuid);
+      await rm(dir, { recursive: true, force: true });
+      throw e;
+    }
+  });
+}
+
+/** Stops (hard) and deletes an instance; idempotent. @throws the fs error */
+export async function destroy(host: QemuHost, ref: InstanceRef): Promise<void> {
+  await host.table.withLock(ref.uuid, async () => {
+    const { active, resized } = instanceDirs(host.opts.instancesPath, ref.uuid);
+    const m = host.table.active.get(ref.uuid);
+    // A cold-migration source copy goes only when it is all that is left of the instance here.
+    const target = m ?? host.table.resized.get(ref.uuid);
+    if (target) {
+      await host.table.stop(target, 0);
+      if (m) host.table.active.delete(ref.uuid);
+      else host.table.resized.delete(ref.uuid);
+    }
+    await rm(m || !target ? active : resized, { recursive: true, force: true });
+    host.log.info({ instance: ref.uuid, found: target !== undefined }, 'instance destroyed');
+  });
+}
+
+/** Starts a stopped instance; a running one is left alone. @throws InstanceNotFoundError, InstanceStateError, VmStartError */
+export async function powerOn(host: QemuHost, ref: InstanceRef): Promise<void> {
+  await host.table.withLock(ref.uuid, async () => {
+    const m = settledInstance(host, ref, 'power on');
+    if (!(m.vm && (await m.vm.alive()))) await host.table.start(m);
+    await host.table.save(m, { power: 'running' });
+  });
+}
+
+/** Stops an instance, cleanly within `timeoutSec` (default shutdown_timeout), else hard. @throws InstanceNotFoundError, InstanceStateError */
+export async function powerOff(host: QemuHost, ref: InstanceRef, opts: PowerOffOptions): Promise<void> {
+  await host.table.withLock(ref.uuid, async () => {
+    const m = settledInstance(host, ref, 'power off');
+    const cleanMs = opts.timeoutSec === undefined ? host.opts.shutdownTimeoutMs : opts.timeoutSec * 1000;
+    const how = await host.table.stop(m, cleanMs);
+    await host.table.save(m, { power: 'stopped' });
+    host.log.info({ instance: ref.uuid, how }, 'instance powered off');
+  });
+}
+
+/** Restarts an instance: soft is a clean power off and a start, hard a new process. @throws InstanceNotFoundError, InstanceStateError, VmStartError */
+export async function reboot(host: QemuHost, ref: InstanceRef, type: 'soft' | 'hard'): Promise<void> {
+  await host.table.withLock(ref.uuid, async () => {
+    const m = settledInstance(host, ref, `${type} reboot`);
+    if (type === 'soft') {
+      const state = await host.table.powerState(m);
+      if (state !== 'RUNNING') throw new InstanceStateError(ref.uuid, state, 'soft reboot');
+    }
+    const how = await host.table.stop(m, type === 'soft' ? host.opts.shutdownTimeoutMs : 0);
+    if (type === 'soft' && how === 'hard') host.log.warn({ instance: ref.uuid }, 'the guest did not shut down within shutdown_timeout; soft reboot done hard');
+    await host.table.start(m);
+    await host.table.save(m, { power: 'running' });
+  });
+}

@@ -1,0 +1,72 @@
+/**
+ * The QEMU driver's configuration as plain typed values (milliseconds, bytes), read once from the
+ * validated `[qemu]` and `[DEFAULT]` sections.
+ *
+ * It is: a pure translation; every default lives in `config/qemu.ts`. It is not: re-read on
+ * SIGHUP (a changed option applies to the next driver instance).
+ */
+import type { AgentConfig } from '../../config/schema';
+
+/** The driver's options, in milliseconds and bytes. */
+export interface QemuOptions {
+  readonly host: string;
+  readonly instancesPath: string;
+  readonly binary: string;
+  readonly qemuImg: string;
+  readonly accel: 'auto' | 'kvm' | 'tcg';
+  readonly machineType: string;
+  readonly cpuModel: string;
+  readonly imagesPath?: string;
+  readonly sandbox: boolean;
+  readonly shutdownTimeoutMs: number;
+  readonly destroyTimeoutMs: number;
+  readonly startTimeoutMs: number;
+  readonly qmpTimeoutMs: number;
+  readonly migrationListenAddress: string;
+  readonly inboundAddress?: string;
+  readonly migrationPorts: { readonly min: number; readonly max: number };
+  /** Per GiB of RAM + disk; 0: no limit. */
+  readonly completionTimeoutMsPerGib: number;
+  /** Bytes per second; 0: unlimited. */
+  readonly bandwidthBytes: number;
+  readonly downtimeMs: number;
+  readonly autoConverge: boolean;
+  readonly coldTransport: 'auto' | 'local' | 'rsync';
+  /** How often a running live migration is polled (ms). */
+  readonly migrationPollMs: number;
+  /** How often progress is logged while a live migration runs (ms). */
+  readonly migrationLogEveryMs: number;
+}
+
+/** Longest unix socket path Linux accepts (sun_path is 108 bytes with the NUL). */
+export const MAX_SOCKET_PATH = 107;
+
+/** Reads the options out of a validated configuration. */
+export function qemuOptionsFromConfig(config: AgentConfig): QemuOptions {
+  const q = config.qemu;
+  return {
+    host: config.DEFAULT.host,
+    instancesPath: config.DEFAULT.instances_path,
+    binary: q.binary,
+    qemuImg: q.qemu_img_binary,
+    accel: q.accel,
+    machineType: q.machine_type,
+    cpuModel: q.cpu_model,
+    ...(q.images_path === undefined ? {} : { imagesPath: q.images_path }),
+    sandbox: q.sandbox,
+    shutdownTimeoutMs: q.shutdown_timeout * 1000,
+    destroyTimeoutMs: q.destroy_timeout * 1000,
+    startTimeoutMs: q.start_timeout * 1000,
+    qmpTimeoutMs: q.qmp_command_timeout * 1000,
+    migrationListenAddress: q.migration_listen_address ?? '127.0.0.1',
+    ...(q.live_migration_inbound_addr === undefined ? {} : { inboundAddress: q.live_migration_inbound_addr }),
+    migrationPorts: q.migration_port_range,
+    completionTimeoutMsPerGib: q.live_migration_completion_timeout * 1000,
+    bandwidthBytes: q.live_migration_bandwidth * 1024 * 1024,
+    downtimeMs: q.live_migration_downtime,
+    autoConverge: q.live_migration_permit_auto_converge,
+    coldTransport: q.cold_migration_transport,
+    migrationPollMs: 50,
+    migrationLogEveryMs: 1000,
+  };
+}
