@@ -52,7 +52,12 @@ export function capabilityTraits(caps: DriverCapabilities): Record<string, boole
 
 /** Options of `powerOff`. */
 export interface PowerOffOptions {
-  /** Seconds to wait for a clean guest shutdown before forcing it off (0: force at once). */
+  /** Seconds to wait for a clean guest shutdown before forcing it off (0: force at once).
+ *
+ * Idempotency: the compute manager replays an operation interrupted by a crash from the step it
+ * recorded last, so repeating a step that already completed must succeed without doing it twice
+ * (a migrate-out of an instance already migrated out, a finish of one already finished).
+ */
   readonly timeoutSec?: number;
 }
 

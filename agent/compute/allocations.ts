@@ -106,7 +106,12 @@ export class InstanceAllocations {
    * @returns the source allocations the migration now holds
    * @throws AllocationConflictError
    */
-  async swapForMove(instance: string, migration: string, dest: Allocs, requestId?: string): Promise<Allocs> {
+  async swapForMove(instance: string, migration: string, dest: Allocs, requestId?: string, resuming = false): Promise<Allocs> {
+    if (resuming) {
+      // A replay after a crash: if the migration already holds the source, the swap happened.
+      const held = await this.read(migration);
+      if (held.consumer_generation !== undefined && Object.keys(held.allocations).length > 0) return flatten(held);
+    }
     const cur = await this.read(instance);
     if (cur.consumer_generation === undefined || !cur.project_id || !cur.user_id) {
       throw new AllocationConflictError(instance, `move: instance ${instance} holds no allocations to move`);

@@ -35,6 +35,16 @@ export class LiveFlows {
     return m.locks.with(inst.uuid, async () => {
       const existing = m.record(inst.uuid);
       if (existing?.migration?.uuid === mig.uuid && existing.migration.migrate_data) return existing.migration.migrate_data;
+      if (existing?.migration?.uuid === mig.uuid && existing.migration.role === 'dest') {
+        // Interrupted by a restart before it answered: the caller gave up, so undo, never redo
+        // (a redone check would hold swapped allocations for a live_migration that never comes).
+        const held = await m.allocations.read(mig.uuid);
+        if (held.consumer_generation !== undefined && Object.keys(held.allocations).length > 0) await m.allocations.revertMove(inst.uuid, mig.uuid);
+        m.deps.tracker.claims.release(inst.uuid);
+        await m.deps.driver.rollbackLiveMigrationAtDestination(existing, {}).catch(() => undefined);
+        await m.forget(inst.uuid);
+        throw new Error(`the live-migration check for ${inst.uuid} was interrupted by a restart and has been undone; ask again`);
+      }
       if (existing) ComputeManager.expect(existing, 'live migrate to this host', false);
       const flavor = inst.flavor;
       if (!flavor) throw new Error('invalid argument instance: instance.flavor: missing');

@@ -51,6 +51,7 @@ export class ResizeFlows {
     return m.locks.with(inst.uuid, async () => {
       let rec = m.record(inst.uuid);
       if (rec && rec.migration?.uuid !== mig.uuid) ComputeManager.expect(rec, 'prepare a resize of', false);
+      const resuming = rec !== undefined;
       if (!rec) {
         if (mig.source_compute === this.host) throw new Error('resize to the same host is not supported; choose another destination');
         rec = await m.save({
@@ -90,7 +91,7 @@ export class ResizeFlows {
           } else {
             const plan = m.planClaim(flavor);
             m.deps.tracker.claims.claim(rec.uuid, plan);
-            migration.source_allocations = await m.allocations.swapForMove(rec.uuid, migration.uuid, plan, ctx.global_request_id ?? ctx.request_id);
+            migration.source_allocations = await m.allocations.swapForMove(rec.uuid, migration.uuid, plan, ctx.global_request_id ?? ctx.request_id, resuming);
             migration.dest_allocations = plan;
           }
           rec.allocations = migration.dest_allocations;

@@ -205,13 +205,15 @@ export class FakeDriver implements VirtDriver {
 
   async preLiveMigration(instance: InstanceSpec, data: LiveMigrateData): Promise<LiveMigrateData> {
     await this.faults.before('preLiveMigration');
-    if (this.hypervisor.find(instance.uuid)) throw new InstanceExistsError(instance.uuid);
+    const here = this.hypervisor.find(instance.uuid);
+    if (here && here.task !== 'incoming') throw new InstanceExistsError(instance.uuid);
     this.hypervisor.receive(instance);
     await this.hypervisor.save();
     return data;
   }
 
   async liveMigration(instance: InstanceRef, dest: HostRef, _data: LiveMigrateData): Promise<void> {
+    if (this.hypervisor.find(instance.uuid)?.task === 'migrated-out') return; // repeated after a crash: done
     const i = this.hypervisor.settled(instance, 'live migrate');
     i.task = 'migrating-out';
     try {
@@ -244,6 +246,7 @@ export class FakeDriver implements VirtDriver {
   async postLiveMigrationAtDestination(instance: InstanceRef, _data: LiveMigrateData): Promise<void> {
     await this.faults.before('postLiveMigrationAtDestination');
     const i = this.hypervisor.get(instance);
+    if (!i.task && i.powerState === 'RUNNING') return; // repeated after a crash: already finished
     if (i.task !== 'incoming') throw new InstanceStateError(i.uuid, i.task ?? i.powerState, 'finish an incoming live migration');
     delete i.task;
     i.powerState = 'RUNNING';

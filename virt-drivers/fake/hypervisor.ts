@@ -103,6 +103,8 @@ export class FakeHypervisor {
 
   /** Source of a cold migration: stopped, kept until confirm or revert. */
   migrateOut(ref: InstanceRef): FakeInstance {
+    const done = this.instances.get(ref.uuid);
+    if (done?.task === 'resized-away') return done; // repeated after a crash: already done
     const i = this.settled(ref, 'migrate');
     i.powerState = 'SHUTDOWN';
     i.task = 'resized-away';
@@ -117,6 +119,7 @@ export class FakeHypervisor {
   /** Source, revert: the original comes back. */
   revert(ref: InstanceRef, powerOn: boolean): void {
     const i = this.get(ref);
+    if (!i.task) return; // repeated after a crash: already reverted
     if (i.task !== 'resized-away') throw new InstanceStateError(i.uuid, i.task ?? i.powerState, 'revert a migration');
     delete i.task;
     i.powerState = powerOn ? 'RUNNING' : 'SHUTDOWN';
@@ -125,6 +128,7 @@ export class FakeHypervisor {
   /** Destination of a cold migration (or the same host for a resize to the same host). */
   migrateIn(spec: InstanceSpec, powerOn: boolean): void {
     const existing = this.instances.get(spec.uuid);
+    if (existing && !existing.task) return; // repeated after a crash: already here
     if (existing && existing.task !== 'resized-away') throw new InstanceExistsError(spec.uuid);
     this.instances.delete(spec.uuid);
     this.create(spec, powerOn ? 'RUNNING' : 'SHUTDOWN', existing?.gpu ? { gpu: existing.gpu } : {});
@@ -132,6 +136,7 @@ export class FakeHypervisor {
 
   /** Destination of a live migration: a paused shell waiting for the guest. */
   receive(spec: InstanceSpec): void {
+    if (this.instances.get(spec.uuid)?.task === 'incoming') return; // repeated after a crash
     this.create(spec, 'PAUSED', { task: 'incoming' });
   }
 }
