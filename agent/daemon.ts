@@ -103,8 +103,9 @@ export class Daemon {
     this.journal = journal;
     const parts = await this.step('resource tracker', () => createTracker(config, placement, driver, logger, { inFlight: () => this.manager?.inFlight() ?? new Set() }));
     this.parts = parts;
-    const first = await this.retry('first Placement sync', () => parts.auditor.run(), unreachable);
-    logger.info({ root_provider: parts.rootUuid, ...first.sync.stats, created: first.sync.created.length }, 'Placement synced');
+    // Sync only: the allocation audit waits until recovery has told which consumers are in flight.
+    const first = await this.retry('first Placement sync', () => parts.tracker.updateFromDriver(), unreachable);
+    logger.info({ root_provider: parts.rootUuid, ...first.stats, created: first.created.length }, 'Placement synced');
 
     const attempts = Math.max(1, this.deps.startupAttempts ?? 5);
     const rpc = new RpcService({ config, logger, journal, connectAttempts: attempts, hostUptime: procUptimeProvider('/', () => new Date(), () => driver.getHostUptime()), clock: this.clock });
@@ -131,6 +132,7 @@ export class Daemon {
       throw new StartupError(`RPC could not start: ${reason}`, { cause: e });
     }
     await recover(manager, journal, methods);
+    await parts.auditor.runLogged();
     await this.step('RPC server', () => rpc.serve());
 
     const every = auditInterval(config.DEFAULT.update_resources_interval);

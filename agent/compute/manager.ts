@@ -145,6 +145,7 @@ export class ComputeManager {
   build(inst: DecodedInstance, flavor: Flavor, opts: BuildOptions, ctx: RequestContext): Promise<void> {
     return this.locks.with(inst.uuid, async () => {
       let rec = this.record(inst.uuid);
+      const resuming = rec !== undefined;
       if (rec && rec.vm_state !== 'building') {
         this.log.info({ instance: inst.uuid, state: describeState(rec) }, 'build of an instance this host already has: nothing to do');
         return;
@@ -166,7 +167,7 @@ export class ComputeManager {
       if (rec.task_state === 'scheduling') await this.notify(rec, 'create.start', ctx);
       try {
         if (rec.task_state === 'scheduling') {
-          rec.allocations = await this.claimForBuild(rec, opts, ctx);
+          rec.allocations = await this.claimForBuild(rec, opts, ctx, resuming);
           rec.task_state = 'spawning';
           await this.save(rec);
         }
@@ -190,8 +191,17 @@ export class ComputeManager {
     });
   }
 
-  private async claimForBuild(rec: InstanceRecord, opts: BuildOptions, ctx: RequestContext): Promise<Record<string, Record<string, number>>> {
+  private async claimForBuild(rec: InstanceRecord, opts: BuildOptions, ctx: RequestContext, resuming: boolean): Promise<Record<string, Record<string, number>>> {
     const want = totalsOf(requestFromFlavor(rec.flavor));
+    if (resuming && !opts.claimed && !this.deps.schedulerClaims) {
+      // A replay after a crash: the claim may have been written before the crash. If the consumer
+      // holds what this flavor asks, on this host, it is ours: adopt it rather than fail on it.
+      const existing = flatten(await this.allocations.read(rec.uuid));
+      if (Object.keys(existing).length > 0) {
+        this.allocations.verifyClaim(rec.uuid, existing, this.ourProviders(), want);
+        return existing;
+      }
+    }
     if (opts.claimed || this.deps.schedulerClaims) {
       const existing = flatten(await this.allocations.read(rec.uuid));
       this.allocations.verifyClaim(rec.uuid, existing, this.ourProviders(), want);
