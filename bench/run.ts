@@ -6,13 +6,34 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { machine, markdownTable, RESULTS_DIR, writeResult, type BenchOptions, type BenchResult } from './lib';
+import { runComputeBench } from './compute';
+import { benchDiscovery } from './discovery';
 import { runPlacementSyncBench } from './placement-sync';
+import { runRpcBench } from './rpc';
+
+/** The discovery benchmark's result as table rows. */
+async function discoveryScenario(opts: BenchOptions): Promise<BenchResult> {
+  const r = await benchDiscovery(opts.quick ? 3 : 9, opts.quick ? 1 : 2);
+  const s = 'discovery, fake driver on this host';
+  return {
+    name: 'discovery',
+    rows: [
+      { scenario: s, metric: 'wall (median)', value: r.wallMs.median, unit: 'ms', goal: `< ${r.goals.wallMs} ms` },
+      { scenario: s, metric: 'event-loop stall (median / max)', value: `${r.stallMs.median} / ${r.stallMs.max} ms`, goal: `< ${r.goals.stallMs} ms` },
+      { scenario: s, metric: 'first (cold) pass', value: r.coldWallMs, unit: 'ms' },
+    ],
+    details: r,
+  };
+}
 
 type Scenario = (opts: BenchOptions) => Promise<BenchResult>;
 
 /** Every scenario by name; add new ones here. */
 export const SCENARIOS: Readonly<Record<string, Scenario>> = {
+  discovery: discoveryScenario,
   'placement-sync': runPlacementSyncBench,
+  compute: runComputeBench,
+  rpc: (opts) => runRpcBench({ quick: opts.quick }),
 };
 
 async function main(): Promise<void> {

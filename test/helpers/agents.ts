@@ -4,54 +4,15 @@
  * daemons or as real processes of the built binary (for SIGKILL tests).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Daemon } from '../../agent/daemon';
-import { silentLogger, type Logger } from '../../agent/logging/logger';
-import { loadConfig } from '../../config/loader';
-import type { AgentConfig } from '../../config/schema';
-import { placementFromConfig } from '../../tracker/placement/factory';
-import { HOST_FILE } from './compute-harness';
+import { agentSpec as benchAgentSpec, type AgentSpec } from '../../bench/agents';
 import { PLACEMENT_URL, TRANSPORT_URL } from './stack';
 
-export interface AgentSpec {
-  readonly host: string;
-  readonly exchange: string;
-  readonly dir: string;
-  readonly file: string;
-}
+export type { AgentSpec } from '../../bench/agents';
+export { agentConfig, rootOf, startDaemon } from '../../bench/agents';
 
+/** An agent on the dev stack (see bench/agents.ts for what its config holds). */
 export function agentSpec(host: string, exchange: string, extra = ''): AgentSpec {
-  const dir = mkdtempSync(join(tmpdir(), `ca-${host}-`));
-  mkdirSync(join(dir, 'state'));
-  const hostFile = join(dir, 'host.json');
-  writeFileSync(hostFile, JSON.stringify({ ...HOST_FILE, cpu: { ...HOST_FILE.cpu, sockets: 4 }, memory: { total_mb: 1048576 } }));
-  const file = join(dir, 'agent.conf');
-  writeFileSync(
-    file,
-    `[DEFAULT]\nhost = ${host}\nstate_path = ${join(dir, 'state')}\ntransport_url = ${TRANSPORT_URL}\ncontrol_exchange = ${exchange}\n` +
-      `update_resources_interval = -1\ngraceful_shutdown_timeout = 10\n` +
-      `[placement]\nendpoint_override = ${PLACEMENT_URL}\n[metrics]\nlisten =\n` +
-      `[fake]\nhost_file = ${hostFile}\ninstances_file = ${join(dir, 'state', 'fake-instances.json')}\n${extra}`,
-    { mode: 0o600 },
-  );
-  return { host, exchange, dir, file };
-}
-
-export function agentConfig(spec: AgentSpec): AgentConfig {
-  return loadConfig({ files: [spec.file], env: {} }).config;
-}
-
-export function rootOf(spec: AgentSpec): string {
-  return readFileSync(join(spec.dir, 'state', 'compute_id'), 'utf8').trim();
-}
-
-export async function startDaemon(spec: AgentSpec, logger: Logger = silentLogger()): Promise<Daemon> {
-  const config = agentConfig(spec);
-  const d = new Daemon({ config, logger, placement: placementFromConfig(config), startupAttempts: 3 });
-  await d.start();
-  return d;
+  return benchAgentSpec(host, exchange, { placementUrl: PLACEMENT_URL, transportUrl: TRANSPORT_URL }, extra);
 }
 
 /** The built binary as a child process; resolves once it logged "compute-agent up". */
