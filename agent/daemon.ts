@@ -101,14 +101,20 @@ export class Daemon {
     await this.step('virt driver', () => driver.init(host));
     const journal = await this.step('journal', () => DurableJournal.open(config.DEFAULT.state_path, { logger }));
     this.journal = journal;
-    const parts = await this.step('resource tracker', () => createTracker(config, placement, driver, logger, { inFlight: () => this.manager?.inFlight() ?? new Set() }));
+    const parts = await this.step('resource tracker', () => createTracker(config, placement, driver, logger, {
+        inFlight: () => this.manager?.inFlight() ?? new Set(),
+        onAudit: (outcome, seconds, r) => {
+          this.metrics.audit(outcome, seconds, this.clock.now());
+          if (r) this.metrics.sync('ok', seconds, r.sync.reshaped);
+        },
+      }));
     this.parts = parts;
     // Sync only: the allocation audit waits until recovery has told which consumers are in flight.
     const first = await this.retry('first Placement sync', () => parts.tracker.updateFromDriver(), unreachable);
     logger.info({ root_provider: parts.rootUuid, ...first.stats, created: first.created.length }, 'Placement synced');
 
     const attempts = Math.max(1, this.deps.startupAttempts ?? 5);
-    const rpc = new RpcService({ config, logger, journal, connectAttempts: attempts, hostUptime: procUptimeProvider('/', () => new Date(), () => driver.getHostUptime()), clock: this.clock });
+    const rpc = new RpcService({ config, logger, journal, connectAttempts: attempts, onOutcome: (method, outcome) => this.metrics.rpcMessage(method, outcome), hostUptime: procUptimeProvider('/', () => new Date(), () => driver.getHostUptime()), clock: this.clock });
     this.rpc = rpc;
     const manager = new ComputeManager({
       host,
@@ -154,7 +160,6 @@ export class Daemon {
       for (const r of this.manager?.instances() ?? []) byState[r.vm_state] = (byState[r.vm_state] ?? 0) + 1;
       this.metrics.setInstances(byState);
       this.metrics.setInFlight(this.manager?.locks.busy().length ?? 0);
-      if (auditor?.lastSuccess !== undefined) this.metrics.audit('ok', 0, auditor.lastSuccess, false);
     });
     const checks = {
       broker: () => ({ ok: rpc?.broker.isConnected ?? false, ...(rpc?.broker.isConnected ? {} : { detail: 'not connected to RabbitMQ' }) }),

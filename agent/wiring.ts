@@ -5,7 +5,7 @@
  */
 import type { AgentConfig } from '../config/schema';
 import type { PlacementApi } from '../tracker/placement/api';
-import { Auditor } from '../tracker/audit';
+import { Auditor, type AuditDeps } from '../tracker/audit';
 import { loadOrCreateComputeId } from '../tracker/identity';
 import { initialRatiosFrom, ResourceTracker } from '../tracker/tracker';
 import type { VirtDriver } from '../virt-drivers/driver';
@@ -51,7 +51,7 @@ export async function createTracker(
   api: PlacementApi,
   driver: VirtDriver,
   logger: Logger,
-  opts: { inFlight?: () => ReadonlySet<string>; persistOwnership?: boolean } = {},
+  opts: { inFlight?: () => ReadonlySet<string>; persistOwnership?: boolean; onAudit?: AuditDeps['onAudit'] } = {},
 ): Promise<TrackerParts> {
   const rootUuid = await loadOrCreateComputeId(config.DEFAULT.state_path);
   const tracker = new ResourceTracker({
@@ -72,6 +72,7 @@ export async function createTracker(
     heal: config.compute.heal_allocations,
     instances: { listInstances: async () => (await driver.listInstances()).map((i) => ({ uuid: i.uuid })) },
     ...(opts.inFlight ? { inFlight: opts.inFlight } : {}),
+    ...(opts.onAudit ? { onAudit: opts.onAudit } : {}),
   });
   return { rootUuid, tracker, auditor };
 }

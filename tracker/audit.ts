@@ -50,6 +50,8 @@ export interface AuditDeps {
   /** Consumers the compute manager is working on (builds, moves, migration records). */
   readonly inFlight?: () => ReadonlySet<string>;
   readonly now?: () => number;
+  /** Told how each audit ended and how long it took (for metrics). */
+  readonly onAudit?: (outcome: 'ok' | 'error', seconds: number, result: AuditResult | undefined) => void;
 }
 
 export class Auditor {
@@ -82,11 +84,16 @@ export class Auditor {
 
   /** One audit whose failure becomes one log line; resolves undefined on failure. */
   async runLogged(): Promise<AuditResult | undefined> {
+    const t0 = process.hrtime.bigint();
+    const took = (): number => Number(process.hrtime.bigint() - t0) / 1e9;
     try {
-      return await this.run();
+      const r = await this.run();
+      this.deps.onAudit?.('ok', took(), r);
+      return r;
     } catch (e) {
       this.lastError = (e as Error).message;
       this.deps.logger.error({ reason: this.lastError }, 'audit failed; the next run retries');
+      this.deps.onAudit?.('error', took(), undefined);
       return undefined;
     }
   }

@@ -43,6 +43,8 @@ export interface RpcServerOptions {
   readonly clock?: Clock;
   /** Delay before a message whose journal record failed is requeued (ms). */
   readonly journalRetryDelayMs?: number;
+  /** Told how each request ended (for metrics). */
+  readonly onOutcome?: (method: string, outcome: 'succeeded' | 'failed' | 'interrupted') => void;
 }
 
 export interface RpcServerStats {
@@ -236,8 +238,9 @@ export class RpcServer {
     }
     if (req.reply) await this.replier.reply(req.reply, outcome);
     this.counts.completed++;
+    const status = this.abort.signal.aborted && !outcome.ok ? { status: 'interrupted' as const, reason: 'agent stopping' } : outcome.ok ? { status: 'succeeded' as const } : { status: 'failed' as const, error: outcome.failure.message };
+    this.opts.onOutcome?.(req.method, status.status);
     if (resolved.journaled) {
-      const status = this.abort.signal.aborted && !outcome.ok ? { status: 'interrupted' as const, reason: 'agent stopping' } : outcome.ok ? { status: 'succeeded' as const } : { status: 'failed' as const, error: outcome.failure.message };
       await this.opts.journal.complete(id, status).catch((e: unknown) => {
         this.opts.logger.error({ unique_id: id, reason: e instanceof Error ? e.message : String(e) }, 'cannot record request completion');
       });

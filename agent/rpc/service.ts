@@ -35,6 +35,8 @@ export interface RpcServiceDeps {
   /** Connection attempts before `start` fails (the daemon's start-up budget). */
   readonly connectAttempts?: number;
   readonly clock?: Clock;
+  /** Told how each request ended (for metrics). */
+  readonly onOutcome?: (method: string, outcome: 'succeeded' | 'failed' | 'interrupted') => void;
 }
 
 /** Log lines for broker lifecycle events. */
@@ -108,6 +110,7 @@ export class RpcService {
       maxMessageBytes: d.rpc_max_message_bytes,
       deadLetterExchange: d.rpc_dead_letter_exchange === '' ? undefined : d.rpc_dead_letter_exchange,
       clock: deps.clock ?? systemClock,
+      ...(deps.onOutcome ? { onOutcome: deps.onOutcome } : {}),
     });
     this.client = new RpcClient({ broker: this.broker, logger, rabbit, controlExchange: d.control_exchange, defaultTimeoutMs: d.rpc_response_timeout * 1000 });
   }

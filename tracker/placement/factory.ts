@@ -4,7 +4,7 @@
 import type { AgentConfig } from '../../config/schema';
 import { DEFAULT_NOAUTH_ENDPOINT, NoAuth, type AuthProvider } from './auth';
 import { PlacementClient } from './client';
-import { PlacementHttp, type RequestCounter } from './http';
+import { PlacementHttp, type PlacementObserver, type RequestCounter } from './http';
 import { KeystoneAuth } from './keystone';
 
 export function authFromConfig(p: AgentConfig['placement']): AuthProvider {
@@ -30,7 +30,7 @@ export function authFromConfig(p: AgentConfig['placement']): AuthProvider {
   });
 }
 
-export function placementFromConfig(config: AgentConfig, counter?: RequestCounter): PlacementClient {
+export function placementFromConfig(config: AgentConfig, counter?: RequestCounter, observer?: PlacementObserver): PlacementClient {
   const p = config.placement;
   return new PlacementClient(
     new PlacementHttp({
@@ -38,6 +38,7 @@ export function placementFromConfig(config: AgentConfig, counter?: RequestCounte
       timeoutMs: p.timeout * 1000,
       ...(p.cafile ? { cafile: p.cafile } : {}),
       ...(counter ? { counter } : {}),
+      ...(observer ? { observer } : {}),
     }),
   );
 }

@@ -21,7 +21,14 @@ import type { Clock } from '../../agent/util/clock';
 import { systemClock } from '../../agent/util/clock';
 import { backoffDelay, type BackoffPolicy } from '../../agent/util/backoff';
 import type { AuthProvider } from './auth';
-import { errorFromResponse, PlacementError, PlacementUnavailableError, type PlacementErrorInfo } from './errors';
+import {
+  ConsumerGenerationConflictError,
+  errorFromResponse,
+  PlacementError,
+  PlacementUnavailableError,
+  ProviderGenerationConflictError,
+  type PlacementErrorInfo,
+} from './errors';
 
 export interface PlacementRequest {
   readonly method: 'GET' | 'PUT' | 'POST' | 'DELETE';
@@ -98,6 +105,13 @@ export interface PlacementHttpOptions {
   readonly counter?: RequestCounter;
   /** Replaces the axios instance (tests inject one; nock intercepts either way). */
   readonly axios?: AxiosInstance;
+  /** Told of every answer (or failure to get one) and every generation conflict: for metrics. */
+  readonly observer?: PlacementObserver;
+}
+
+export interface PlacementObserver {
+  request(method: string, route: string, status: number | 'error', seconds: number): void;
+  conflict(kind: 'provider' | 'consumer'): void;
 }
 
 const TLS_FAILURE = /CERT|SELF_SIGNED|UNABLE_TO_|ERR_TLS|DEPTH_ZERO|HOSTNAME_MISMATCH|ERR_SSL/;
@@ -111,8 +125,10 @@ export class PlacementHttp {
   private readonly attempts: number;
   private readonly backoff: BackoffPolicy;
   private readonly clock: Clock;
+  private readonly observer: PlacementObserver | undefined;
 
   constructor(opts: PlacementHttpOptions) {
+    this.observer = opts.observer;
     this.auth = opts.auth;
     this.counter = opts.counter ?? new RequestCounter();
     this.attempts = Math.max(1, opts.attempts ?? 4);
@@ -153,6 +169,8 @@ export class PlacementHttp {
       if (req.body !== undefined) headers['Content-Type'] = 'application/json';
       const info: PlacementErrorInfo = { method: req.method, path: req.path };
       let failure: PlacementError;
+      const started = process.hrtime.bigint();
+      const seconds = (): number => Number(process.hrtime.bigint() - started) / 1e9;
       try {
         const res = await this.http.request({
           method: req.method as Method,
@@ -163,10 +181,13 @@ export class PlacementHttp {
           responseType: 'json',
         });
         this.counter.add(req.method, route, res.status);
+        this.observer?.request(req.method, route, res.status, seconds());
         const requestId = headerOf(res.headers, 'openstack-request-id') ?? headerOf(res.headers, 'x-openstack-request-id');
         const ok = req.ok ? req.ok.includes(res.status) : res.status >= 200 && res.status < 300;
         if (ok) return { status: res.status, data: res.data as T, requestId };
         failure = errorFromResponse(req.method, req.path, res.status, res.data, requestId);
+        if (failure instanceof ProviderGenerationConflictError) this.observer?.conflict('provider');
+        else if (failure instanceof ConsumerGenerationConflictError) this.observer?.conflict('consumer');
         if (res.status === 401 && !reauthenticated && !req.anonymous) {
           // A keystone token can be revoked or expire early: fetch a new one once.
           this.auth.invalidate();
@@ -179,6 +200,7 @@ export class PlacementHttp {
         if (e instanceof PlacementError) throw e;
         const code = e instanceof AxiosError ? (e.code ?? '') : '';
         this.counter.add(req.method, route, 'error');
+        this.observer?.request(req.method, route, 'error', seconds());
         const tls = TLS_FAILURE.test(code);
         const reason = `${e instanceof Error ? e.message : String(e)}${tls ? ' (check [placement] cafile)' : ''}`;
         failure = new PlacementUnavailableError(`${req.method} ${base}${req.path}: ${reason}`, info, { cause: e });

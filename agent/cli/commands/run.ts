@@ -4,6 +4,7 @@ import { secretsOf } from '../../../config/loader';
 import { insecureConfigFiles } from '../../../config/permissions';
 import { placementFromConfig } from '../../../tracker/placement/factory';
 import { Daemon } from '../../daemon';
+import { AgentMetrics } from '../../ops/metrics';
 import { createLogger } from '../../logging/logger';
 import type { CommandModule } from '../context';
 import { packageVersion } from '../version';
@@ -37,7 +38,9 @@ export const runCommand: CommandModule = (program, ctx) => {
       for (const w of loaded.warnings) logger.warn(w);
       for (const line of insecure) logger.warn(line);
       logger.info({ files: loaded.files, version: packageVersion() }, 'configuration loaded');
-      const daemon = new Daemon({ config, logger, placement: placementFromConfig(config), startupAttempts: attempts, env: ctx.io.env });
+      const metrics = new AgentMetrics();
+      const observer = { request: metrics.placementRequest.bind(metrics), conflict: metrics.conflict.bind(metrics) };
+      const daemon = new Daemon({ config, logger, placement: placementFromConfig(config, undefined, observer), startupAttempts: attempts, env: ctx.io.env, metrics });
       ctx.io.onReload?.(() => {
         try {
           const next = ctx.load(cmd).config;
