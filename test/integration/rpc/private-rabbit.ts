@@ -11,6 +11,8 @@ import { join } from 'node:path';
 const BIN = '/usr/lib/rabbitmq/bin';
 
 export interface PrivateRabbit {
+  /** The TLS listener's port, when `extra` configured one. */
+  readonly tlsPort: number;
   readonly url: string;
   readonly node: string;
   readonly port: number;
@@ -32,8 +34,8 @@ function portFree(port: number): Promise<boolean> {
 /** Two consecutive free ports below the ephemeral range (beam refuses to listen inside it here). */
 async function freePorts(): Promise<number> {
   for (let i = 0; i < 50; i++) {
-    const p = 20000 + 2 * Math.floor(Math.random() * 5000);
-    if ((await portFree(p)) && (await portFree(p + 1))) return p;
+    const p = 20000 + 3 * Math.floor(Math.random() * 3000);
+    if ((await portFree(p)) && (await portFree(p + 1)) && (await portFree(p + 2))) return p;
   }
   throw new Error('no free port pair for a private RabbitMQ');
 }
@@ -47,12 +49,16 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 60
   });
 }
 
-export async function startPrivateRabbit(): Promise<PrivateRabbit> {
+/** Extra rabbitmq.conf lines (a TLS listener, say); `port` is the node's TCP port, `tlsPort` the next free one. */
+export type ExtraConf = (ports: { port: number; tlsPort: number }) => string;
+
+export async function startPrivateRabbit(extra?: ExtraConf): Promise<PrivateRabbit> {
   const dir = mkdtempSync(join(tmpdir(), 'ca-rabbit-'));
   const port = await freePorts();
   const node = `rabbit-ca-test-${process.pid}-${randomBytes(3).toString('hex')}@localhost`;
   for (const d of ['home', 'mnesia', 'log']) mkdirSync(join(dir, d));
-  writeFileSync(join(dir, 'rabbitmq.conf'), `listeners.tcp.local = 127.0.0.1:${port}\nloopback_users = none\n`);
+  const tlsPort = port + 2;
+  writeFileSync(join(dir, 'rabbitmq.conf'), `listeners.tcp.local = 127.0.0.1:${port}\nloopback_users = none\n${extra ? extra({ port, tlsPort }) : ''}`);
   writeFileSync(join(dir, 'enabled_plugins'), '[].\n');
   writeFileSync(join(dir, 'rabbitmq-env.conf'), '');
   const env: NodeJS.ProcessEnv = {
@@ -92,6 +98,7 @@ export async function startPrivateRabbit(): Promise<PrivateRabbit> {
     url: `rabbit://guest:guest@127.0.0.1:${port}/`,
     node,
     port,
+    tlsPort,
     ctl,
     stop,
     stopApp: async () => void (await ctl('stop_app')),
