@@ -70,6 +70,7 @@ export async function createTracker(
     api,
     logger,
     heal: config.compute.heal_allocations,
+    healGraceMs: config.compute.heal_allocations_grace * 1000,
     instances: { listInstances: async () => (await driver.listInstances()).map((i) => ({ uuid: i.uuid })) },
     ...(opts.inFlight ? { inFlight: opts.inFlight } : {}),
     ...(opts.onAudit ? { onAudit: opts.onAudit } : {}),

@@ -219,6 +219,14 @@ export const placementSection = z.object({
 export const HOST_PROBE_NAMES = ['cpu', 'memory', 'disk', 'gpu', 'nic'] as const;
 
 export const computeSection = z.object({
+  heal_allocations_grace: option(int(0), {
+    help:
+      'Seconds an allocation must stay orphaned (or missing) across audits before heal acts on it. A move between hosts ' +
+      'looks orphaned on the source for a moment (the destination swapped the allocations before the source heard of ' +
+      'the move); healing it then would remove the allocation of a running instance.',
+    default: '600',
+    expected: 'an integer >= 0 (seconds)',
+  }),
   heal_allocations: option(choice(['report', 'heal'] as const), {
     help:
       'What the audit does when allocations on this host do not match its instances: report logs orphaned and missing ' +

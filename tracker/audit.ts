@@ -47,6 +47,8 @@ export interface AuditDeps {
   readonly instances: InstanceSource;
   readonly logger: Logger;
   readonly heal: 'report' | 'heal';
+  /** How long (ms) a mismatch must persist before heal acts on it. */
+  readonly healGraceMs?: number;
   /** Consumers the compute manager is working on (builds, moves, migration records). */
   readonly inFlight?: () => ReadonlySet<string>;
   readonly now?: () => number;
@@ -59,6 +61,8 @@ export class Auditor {
   private running: Promise<AuditResult | undefined> | undefined;
   private lastSuccessAt: number | undefined;
   private lastError: string | undefined;
+  /** consumer -> when it was first seen orphaned or missing (consecutively). */
+  private readonly mismatchSince = new Map<string, number>();
 
   constructor(private readonly deps: AuditDeps) {}
 
@@ -140,11 +144,19 @@ export class Auditor {
     const orphaned = [...onProviders.keys()].filter((c) => !known.has(c) && !busy.has(c)).sort();
     const missing = instances.filter((i) => !onProviders.has(i.uuid) && !busy.has(i.uuid)).map((i) => i.uuid).sort();
     const healed: string[] = [];
+    const now = (this.deps.now ?? Date.now)();
+    const mismatched = new Set([...orphaned, ...missing]);
+    for (const c of [...this.mismatchSince.keys()]) if (!mismatched.has(c)) this.mismatchSince.delete(c);
+    for (const c of mismatched) if (!this.mismatchSince.has(c)) this.mismatchSince.set(c, now);
+    // Hysteresis: only what stayed mismatched for the grace period is healed (a move between hosts
+    // looks orphaned on the source for a moment).
+    const ripe = (c: string): boolean => now - (this.mismatchSince.get(c) ?? now) >= (this.deps.healGraceMs ?? 600000);
     if (orphaned.length || missing.length) {
       logger.warn({ orphaned, missing, mode: this.deps.heal }, 'allocations do not match the instances on this host');
       if (this.deps.heal === 'heal') {
-        for (const c of orphaned) if (await this.removeOrphan(c, onProviders.get(c) ?? new Set())) healed.push(c);
-        for (const u of missing) if (await this.writeMissing(known.get(u))) healed.push(u);
+        for (const c of orphaned.filter(ripe)) if (await this.removeOrphan(c, onProviders.get(c) ?? new Set())) healed.push(c);
+        for (const u of missing.filter(ripe)) if (await this.writeMissing(known.get(u))) healed.push(u);
+        for (const c of healed) this.mismatchSince.delete(c);
       }
     }
     this.lastSuccessAt = (this.deps.now ?? Date.now)();

@@ -28,7 +28,7 @@ test('orphaned and missing allocations are reported, then healed; in-flight cons
   const instances: InstanceInfo[] = [];
   const busy = new Set<string>();
   const make = (heal: 'report' | 'heal'): Auditor =>
-    new Auditor({ tracker, api, logger: log.logger, heal, instances: { listInstances: () => Promise.resolve(instances) }, inFlight: () => busy });
+    new Auditor({ tracker, api, logger: log.logger, heal, healGraceMs: 0, instances: { listInstances: () => Promise.resolve(instances) }, inFlight: () => busy });
   try {
     await make('report').run();
     const project = randomUUID();
@@ -125,6 +125,29 @@ test('the schedule runs the audit by itself and never overlaps', async () => {
     expect(maxConcurrent).toBe(1);
   } finally {
     auditor.stop();
+    await deleteTree(api, host.uuid);
+  }
+});
+
+test('heal waits for the grace period: a mismatch seen once is reported, not healed', async () => {
+  const host = uniqueHost('audit-grace');
+  const api = placementClient();
+  const driver = scripted();
+  const log = captureLog();
+  const tracker = new ResourceTracker({ api, driver, nodename: host.name, rootUuid: host.uuid, initialRatios: RATIOS, logger: log.logger });
+  let now = 1_000_000;
+  const auditor = new Auditor({ tracker, api, logger: log.logger, heal: 'heal', healGraceMs: 60000, now: () => now, instances: { listInstances: () => Promise.resolve([]) } });
+  try {
+    await auditor.run();
+    const orphan = randomUUID();
+    await api.putAllocations(orphan, { allocations: { [host.uuid]: { resources: { VCPU: 1 } } }, project_id: 'p', user_id: 'u', consumer_generation: null });
+    expect((await auditor.run()).healed).toEqual([]);
+    now += 30000;
+    expect((await auditor.run()).healed).toEqual([]);
+    now += 31000;
+    expect((await auditor.run()).healed).toEqual([orphan]);
+    expect((await api.consumerAllocations(orphan)).allocations).toEqual({});
+  } finally {
     await deleteTree(api, host.uuid);
   }
 });
