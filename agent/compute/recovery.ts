@@ -109,7 +109,7 @@ export async function recover(m: ComputeManager, journal: PendingRequests, metho
   }
   const report = { replayed, failed, erroredBuilds, vanished, unknownGuests, rewrittenAllocations };
   log.info(
-    { replayed, failed, errored_builds: erroredBuilds.length, vanished: vanished.length, unknown_guests: unknownGuests.length, restored_allocations: rewrittenAllocations.length },
+    { replayed, failed, errored_builds: erroredBuilds.length, vanished: vanished.length, unknown_instances: unknownGuests.length, restored_allocations: rewrittenAllocations.length },
     'recovery finished',
   );
   return report;
