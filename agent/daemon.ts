@@ -125,6 +125,7 @@ export class Daemon {
       peers: new RpcComputePeers(rpc.client),
       notifier: new RpcNotifier(rpc.broker, config.DEFAULT.control_exchange, host, logger),
       logger,
+      callTimeoutMs: config.DEFAULT.rpc_response_timeout * 1000,
     });
     this.manager = manager;
     const methods = computeMethods(manager);
