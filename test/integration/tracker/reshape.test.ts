@@ -3,6 +3,14 @@
 // that reads whole-tree snapshots throughout never sees a half-moved state.
 import { randomUUID } from 'node:crypto';
 import axios from 'axios';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { systemClock } from '../../../agent/util/clock';
+import { loadConfig } from '../../../config/loader';
+import { FakeDriver } from '../../../virt-drivers/fake/driver';
+import { ProcessExec } from '../../../virt-drivers/host/exec';
+import { RootedHostFs } from '../../../virt-drivers/host/host-fs';
 import { RequestCounter } from '../../../tracker/placement/http';
 import { initialRatiosFrom, ResourceTracker } from '../../../tracker/tracker';
 import { captureLog, deleteTree, placementClient, uniqueHost } from '../../helpers/placement';
@@ -144,6 +152,81 @@ test('a reshape that cannot place a consumer is refused before anything is sent;
     expect(counter.snapshot().get('POST /reshaper 204')).toBeUndefined();
     expect((await api.getInventories(host.uuid)).inventories.VGPU?.total).toBe(8);
     expect((await api.consumerAllocations(c)).allocations[host.uuid]?.resources.VGPU).toBe(6);
+  } finally {
+    await deleteTree(api, host.uuid);
+  }
+});
+
+test('the fake driver moves VGPU from the root to per-GPU children (config switch, two consumers): one reshape, never half-moved', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ca-vgpu-'));
+  const hostFile = join(dir, 'host.json');
+  writeFileSync(
+    hostFile,
+    JSON.stringify({
+      cpu: { sockets: 2, cores_per_socket: 8, threads_per_core: 2, vendor: 'GenuineIntel', flags: ['avx2'] },
+      memory: { total_mb: 262144 },
+      disk: { total_gb: 1800 },
+      gpus: [
+        { address: '0000:84:00.0', vendor_id: '10de', device_id: '13f2', model: 'Tesla M60', memory_mb: 8129, mdev_types: [{ type: 'nvidia-35', available_instances: 4 }] },
+        { address: '0000:85:00.0', vendor_id: '10de', device_id: '13f2', model: 'Tesla M60', memory_mb: 8129, mdev_types: [{ type: 'nvidia-35', available_instances: 4 }] },
+      ],
+      nics: [],
+    }),
+  );
+  const host = uniqueHost('fake-vgpu');
+  const config = (layout: string) =>
+    loadConfig({
+      files: [],
+      env: {
+        COMPUTE_AGENT__DEFAULT__HOST: host.name,
+        COMPUTE_AGENT__FAKE__HOST_FILE: hostFile,
+        COMPUTE_AGENT__DEVICES__ENABLED_MDEV_TYPES: 'nvidia-35',
+        COMPUTE_AGENT__DEVICES__VGPU_PROVIDER_LAYOUT: layout,
+      },
+      defaultFile: '/nonexistent',
+    }).config;
+  const counter = new RequestCounter();
+  const api = placementClient(counter);
+  const driver = new FakeDriver({ config: config('root'), logger: captureLog().logger, clock: systemClock, exec: new ProcessExec(), fs: new RootedHostFs('/') });
+  await driver.init(host.name);
+  const tracker = new ResourceTracker({ api, driver, nodename: host.name, rootUuid: host.uuid, initialRatios: RATIOS, logger: captureLog().logger });
+  try {
+    await tracker.updateFromDriver();
+    expect((await api.getInventories(host.uuid)).inventories.VGPU?.total).toBe(8);
+    const consumers = { [randomUUID()]: 2, [randomUUID()]: 3 };
+    for (const [c, n] of Object.entries(consumers)) {
+      await api.putAllocations(c, { allocations: { [host.uuid]: { resources: { VGPU: n } } }, project_id: 'p', user_id: 'u', consumer_generation: null });
+    }
+    driver.reconfigure(config('per_gpu'));
+    const seen: Array<{ capacity: number; used: number; holders: number }> = [];
+    let polling = true;
+    const poller = (async () => {
+      while (polling) {
+        const s = await treeVgpu(host.uuid);
+        if (s) seen.push(s);
+      }
+    })();
+    counter.reset();
+    const r = await tracker.updateFromDriver();
+    polling = false;
+    await poller;
+    expect(r.reshaped).toBe(true);
+    expect(counter.snapshot().get('POST /reshaper 204')).toBe(1);
+    for (const s of seen) expect([s.capacity, s.used]).toEqual([8, 5]);
+    // The poller watched the move: both consumers on the root before; after, on two GPUs (2 + 3
+    // VGPU cannot share one GPU of 4).
+    expect(seen.some((s) => s.holders === 1)).toBe(true);
+    expect(seen.some((s) => s.holders === 2)).toBe(true);
+    expect((await api.getInventories(host.uuid)).inventories.VGPU).toBeUndefined();
+    const children = (await api.providersInTree(host.uuid)).filter((p) => p.parent_provider_uuid === host.uuid);
+    expect(children).toHaveLength(2);
+    for (const ch of children) expect((await api.getInventories(ch.uuid)).inventories.VGPU?.total).toBe(4);
+    for (const [c, n] of Object.entries(consumers)) {
+      const a = await api.consumerAllocations(c);
+      expect(a.allocations[host.uuid]).toBeUndefined();
+      expect(children.reduce((s, ch) => s + (a.allocations[ch.uuid]?.resources.VGPU ?? 0), 0)).toBe(n);
+    }
+    expect((await tracker.updateFromDriver()).stats.writes).toBe(0);
   } finally {
     await deleteTree(api, host.uuid);
   }
