@@ -13,10 +13,8 @@
  * replaying one that landed would turn success into a consumer-generation conflict.
  */
 import { randomUUID } from 'node:crypto';
-import { Agent as HttpAgent } from 'node:http';
-import { Agent as HttpsAgent } from 'node:https';
 import { readFileSync } from 'node:fs';
-import axios, { AxiosError, type AxiosInstance, type Method } from 'axios';
+import { NodeHttpTransport, TransportError, type HttpTransport } from './transport';
 import type { Clock } from '../../agent/util/clock';
 import { systemClock } from '../../agent/util/clock';
 import { backoffDelay, type BackoffPolicy } from '../../agent/util/backoff';
@@ -103,8 +101,8 @@ export interface PlacementHttpOptions {
   readonly backoff?: BackoffPolicy;
   readonly clock?: Clock;
   readonly counter?: RequestCounter;
-  /** Replaces the axios instance (tests inject one; nock intercepts either way). */
-  readonly axios?: AxiosInstance;
+  /** Replaces the node:http transport (tests may inject a fake; nock intercepts either way). */
+  readonly transport?: HttpTransport;
   /** Told of every answer (or failure to get one) and every generation conflict: for metrics. */
   readonly observer?: PlacementObserver;
 }
@@ -120,7 +118,7 @@ const REFUSED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH
 /** Sends requests to Placement. Safe for concurrent use; holds no state but the counter. */
 export class PlacementHttp {
   readonly counter: RequestCounter;
-  private readonly http: AxiosInstance;
+  private readonly http: HttpTransport;
   private readonly auth: AuthProvider;
   private readonly attempts: number;
   private readonly backoff: BackoffPolicy;
@@ -135,17 +133,8 @@ export class PlacementHttp {
     this.backoff = opts.backoff ?? { initialMs: 200, maxMs: 2000 };
     this.clock = opts.clock ?? systemClock;
     this.http =
-      opts.axios ??
-      axios.create({
-        timeout: opts.timeoutMs ?? 30000,
-        allowAbsoluteUrls: false,
-        validateStatus: () => true,
-        // Placement behind uwsgi's http-socket closes every connection; reusing one races.
-        httpAgent: new HttpAgent({ keepAlive: false }),
-        httpsAgent: new HttpsAgent({ keepAlive: false, ...(opts.cafile ? { ca: readFileSync(opts.cafile) } : {}) }),
-        maxRedirects: 0,
-        transitional: { clarifyTimeoutError: true },
-      });
+      opts.transport ??
+      new NodeHttpTransport({ timeoutMs: opts.timeoutMs ?? 30000, ...(opts.cafile ? { ca: readFileSync(opts.cafile) } : {}) });
   }
 
   /** The endpoint requests go to. @throws PlacementAuthError when it cannot be resolved. */
@@ -155,7 +144,7 @@ export class PlacementHttp {
 
   /**
    * Sends one request, retrying as its `retry` mode allows.
-   * @throws a PlacementError subclass for every failure (never an axios error).
+   * @throws a PlacementError subclass for every failure (never a transport error).
    */
   async request<T = unknown>(req: PlacementRequest): Promise<PlacementResponse<T>> {
     const route = routeOf(req.path);
@@ -172,13 +161,11 @@ export class PlacementHttp {
       const started = process.hrtime.bigint();
       const seconds = (): number => Number(process.hrtime.bigint() - started) / 1e9;
       try {
-        const res = await this.http.request({
-          method: req.method as Method,
-          baseURL: base,
-          url: req.path,
+        const res = await this.http.send({
+          method: req.method,
+          url: `${base.replace(/\/+$/, '')}${req.path}`,
           headers,
-          data: req.body === undefined ? undefined : JSON.stringify(req.body),
-          responseType: 'json',
+          ...(req.body === undefined ? {} : { body: JSON.stringify(req.body) }),
         });
         this.counter.add(req.method, route, res.status);
         this.observer?.request(req.method, route, res.status, seconds());
@@ -198,7 +185,7 @@ export class PlacementHttp {
         if (!(res.status >= 500 && req.retry !== 'refused-only' && attempt < this.attempts)) throw failure;
       } catch (e) {
         if (e instanceof PlacementError) throw e;
-        const code = e instanceof AxiosError ? (e.code ?? '') : '';
+        const code = e instanceof TransportError ? e.code : '';
         this.counter.add(req.method, route, 'error');
         this.observer?.request(req.method, route, 'error', seconds());
         const tls = TLS_FAILURE.test(code);

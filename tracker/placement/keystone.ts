@@ -7,9 +7,8 @@
  * interface of `valid_interfaces`, optionally in `region_name`), and is re-read with every new
  * token so a catalog change (http to https, say) is followed without a restart.
  */
-import { Agent as HttpsAgent } from 'node:https';
 import { readFileSync } from 'node:fs';
-import axios, { type AxiosInstance } from 'axios';
+import { NodeHttpTransport, type HttpTransport } from './transport';
 import { systemClock, type Clock } from '../../agent/util/clock';
 import type { AuthProvider } from './auth';
 import { PlacementAuthError } from './errors';
@@ -36,7 +35,7 @@ export interface KeystoneOptions {
   /** Renew this long before expiry. */
   readonly renewBeforeMs?: number;
   readonly clock?: Clock;
-  readonly axios?: AxiosInstance;
+  readonly transport?: HttpTransport;
 }
 
 interface CatalogEndpoint {
@@ -59,7 +58,7 @@ interface CachedToken {
 export class KeystoneAuth implements AuthProvider {
   private cached: CachedToken | undefined;
   private inflight: Promise<CachedToken> | undefined;
-  private readonly http: AxiosInstance;
+  private readonly http: HttpTransport;
   private readonly clock: Clock;
   private readonly tokensUrl: string;
 
@@ -68,12 +67,8 @@ export class KeystoneAuth implements AuthProvider {
     const base = opts.authUrl.replace(/\/+$/, '');
     this.tokensUrl = `${/\/v3$/.test(base) ? base : `${base}/v3`}/auth/tokens`;
     this.http =
-      opts.axios ??
-      axios.create({
-        timeout: opts.timeoutMs ?? 30000,
-        validateStatus: () => true,
-        ...(opts.cafile ? { httpsAgent: new HttpsAgent({ ca: readFileSync(opts.cafile) }) } : {}),
-      });
+      opts.transport ??
+      new NodeHttpTransport({ timeoutMs: opts.timeoutMs ?? 30000, ...(opts.cafile ? { ca: readFileSync(opts.cafile) } : {}) });
   }
 
   async token(): Promise<string> {
@@ -128,7 +123,12 @@ export class KeystoneAuth implements AuthProvider {
     const info = { method: 'POST', path: '/v3/auth/tokens' };
     let res;
     try {
-      res = await this.http.post(this.tokensUrl, this.body(), { headers: { 'Content-Type': 'application/json' } });
+      res = await this.http.send({
+        method: 'POST',
+        url: this.tokensUrl,
+        headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+        body: JSON.stringify(this.body()),
+      });
     } catch (e) {
       throw new PlacementAuthError(`keystone ${this.tokensUrl}: ${e instanceof Error ? e.message : String(e)}`, info, { cause: e });
     }
