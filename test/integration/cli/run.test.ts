@@ -46,7 +46,9 @@ function config(placement: string): string {
   writeFileSync(
     file,
     `[DEFAULT]\nhost = ${host}\nstate_path = ${dir}\ntransport_url = ${TRANSPORT_URL}\n` +
-      `[placement]\nendpoint_override = ${placement}\npassword = ${PASSWORD}\n`,
+      `[placement]\nendpoint_override = ${placement}\npassword = ${PASSWORD}\n` +
+      // No fixed metrics port: an operator's agent on this machine may hold 9180.
+      `[metrics]\nlisten =\n`,
     { mode: 0o600 },
   );
   return file;
