@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { machine, markdownTable, RESULTS_DIR, writeResult, type BenchOptions, type BenchResult } from './lib';
 import { runComputeBench } from './compute';
 import { benchDiscovery } from './discovery';
+import { runFootprintBench } from './footprint';
 import { runPlacementSyncBench } from './placement-sync';
 import { runRpcBench } from './rpc';
 
@@ -34,6 +35,7 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
   'placement-sync': runPlacementSyncBench,
   compute: runComputeBench,
   rpc: (opts) => runRpcBench({ quick: opts.quick }),
+  footprint: runFootprintBench,
 };
 
 async function main(): Promise<void> {
