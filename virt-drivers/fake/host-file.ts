@@ -7,7 +7,6 @@
  * of the file is "not present" on that host. It is not: a way to express probe failures; use a
  * fixture tree and a fake `Exec` for those.
  */
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { DriverError } from '../errors';
 import type { HostFacts } from '../host/discover';
@@ -141,7 +140,8 @@ function issueText(issue: z.core.$ZodIssue): string {
 export function parseHostFile(file: string, content: string): HostFileData {
   let raw: unknown;
   try {
-    raw = parseYaml(content);
+    // yaml loads only when a host file is configured: most agents never read one.
+    raw = (require('yaml') as typeof import('yaml')).parse(content);
   } catch (e) {
     throw new HostFileError(file, [`not valid YAML or JSON: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`], { cause: e });
   }
