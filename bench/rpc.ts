@@ -20,6 +20,7 @@ import { silentLogger } from '../agent/logging/logger';
 import { AmqpBroker } from '../agent/rpc/amqp-broker';
 import { RpcClient } from '../agent/rpc/client';
 import { defaultRabbit } from './rpc-agent-server';
+import { rawRoundTrips } from './rpc-raw-echo';
 
 /** One row of the result, in the shape of the repo's bench rows. */
 export interface RpcBenchRow {
@@ -147,6 +148,7 @@ export async function runRpcBench(opts: RpcBenchOptions = {}): Promise<RpcBenchR
   const root = repoRoot();
   const peer = join(root, 'test', 'integration', 'rpc', 'peers', 'oslo_peer.py');
   const agentJs = join(root, 'dist', 'bench', 'rpc-agent-server.js');
+  const rawJs = join(root, 'dist', 'bench', 'rpc-raw-echo.js');
   if (!existsSync(agentJs)) throw new Error(`${agentJs} is missing: run npm run build first`);
   const id = randomBytes(3).toString('hex');
   const [exchange, topic] = [`bench-rpc-${id}`, `bench-compute-${id}`];
@@ -157,6 +159,12 @@ export async function runRpcBench(opts: RpcBenchOptions = {}): Promise<RpcBenchR
     'agent-journaled': await startServer(process.execPath, [agentJs, url, exchange, topic, hosts['agent-journaled'], '--journaled']),
     oslo: await startServer(PYTHON, [peer, 'server', '--url', url, '--exchange', exchange, '--topic', topic, '--server', hosts.oslo]),
   };
+  // The broker's own round trip, with no RPC layer, at the size of an oslo request for PAYLOAD.
+  const amqpUrl = url.replace(/^rabbit:\/\//, 'amqp://').split(',')[0] ?? url;
+  const rawQueue = `bench-raw-${id}`;
+  const rawServer = await startServer(process.execPath, [rawJs, amqpUrl, rawQueue]);
+  const rawBody = Buffer.from(JSON.stringify({ 'oslo.version': '2.0', 'oslo.message': JSON.stringify({ method: 'echo', args: PAYLOAD, version: '6.0', _unique_id: id.repeat(5), _msg_id: id.repeat(5), _reply_q: `reply_${id.repeat(5)}` }) }));
+  const raw: Sample[] = [];
   const broker = new AmqpBroker({ transport: parseTransportUrl(url), rabbit: defaultRabbit(), logger: silentLogger(), initialAttempts: 3 });
   await broker.start();
   const client = new RpcClient({ broker, logger: silentLogger(), rabbit: defaultRabbit(), controlExchange: exchange, defaultTimeoutMs: 60_000 });
@@ -170,6 +178,7 @@ export async function runRpcBench(opts: RpcBenchOptions = {}): Promise<RpcBenchR
   try {
     for (let run = 0; run < runs; run++) {
       const order: ServerName[] = run % 2 === 0 ? ['agent', 'oslo', 'agent-journaled'] : ['oslo', 'agent', 'agent-journaled'];
+      raw.push({ ...(await rawRoundTrips(amqpUrl, rawQueue, rawBody, seq)), p99_ms: NaN, server_cpu_ms_per_call: NaN });
       for (const mode of modes) {
         for (const s of order) {
           const pid = servers[s].child.pid ?? 0;
@@ -183,11 +192,14 @@ export async function runRpcBench(opts: RpcBenchOptions = {}): Promise<RpcBenchR
   } finally {
     await client.close();
     await broker.close();
-    await Promise.allSettled(Object.values(servers).map((s) => s.stop()));
+    await Promise.allSettled([...Object.values(servers), rawServer].map((s) => s.stop()));
     await cleanup(url, exchange, topic, Object.values(hosts));
   }
   const rows: RpcBenchRow[] = [];
-  const details: Record<string, unknown> = { runs, sequential_calls: seq, concurrent_calls: conc, payload_bytes: JSON.stringify(PAYLOAD).length, samples };
+  const details: Record<string, unknown> = { runs, sequential_calls: seq, concurrent_calls: conc, payload_bytes: JSON.stringify(PAYLOAD).length, samples, raw };
+  const floor = 'broker floor: bare amqplib echo, no RPC layer, sequential';
+  rows.push({ scenario: floor, metric: 'round trips/s', value: r2(median(raw.map((x) => x.rate))), baseline: 'a sequential call cannot beat this' });
+  rows.push({ scenario: floor, metric: 'p50', value: r2(median(raw.map((x) => x.p50_ms))), unit: 'ms' });
   for (const mode of modes) {
     const m = samples[mode.key] ?? {};
     const med = (s: ServerName, f: keyof Sample): number => r2(median((m[s] ?? []).map((x) => x[f])));
