@@ -114,6 +114,24 @@ export const defaultSection = z.object({
       expected: 'a registered driver name such as fake or qemu',
     },
   ),
+  control_plane: option(choice(['standalone', 'nova'] as const), {
+    help:
+      'Who drives this host. standalone: the agent alone (outcomes as versioned notifications). nova: a real nova ' +
+      'control plane; the agent registers as nova-compute through nova-conductor (service, compute node, heartbeats), ' +
+      'saves every instance and migration step there, and takes the scheduler\'s claims instead of claiming itself.',
+    default: 'standalone',
+    expected: 'standalone or nova',
+  }),
+  report_interval: option(int(1), {
+    help: 'Seconds between service heartbeats to nova-conductor (control_plane = nova); nova calls a service down after its service_down_time without one.',
+    default: '10',
+    expected: 'an integer >= 1 (seconds)',
+  }),
+  nova_service_version: option(int(1), {
+    help: 'nova-compute service version the agent registers with (control_plane = nova). nova gates features and caps compute RPC by the lowest one; 64 is Zed.',
+    default: '64',
+    expected: 'an integer >= 1',
+  }),
   reserved_host_memory_mb: option(int(0), {
     help: 'Memory (MiB) kept for the host: reported as MEMORY_MB reserved.',
     default: '512',

@@ -18,7 +18,7 @@ import type { MigrationRecord } from './model';
 import type { RequestContext } from './ports';
 import { flatten } from './allocations';
 import { requestFromFlavor, totalsOf } from './resources';
-import { instanceArg, migrationArg, migrationRef } from './resize';
+import { migrationRef } from './resize';
 
 const DEFAULT_CALL_MS = 120000;
 
@@ -66,7 +66,7 @@ export class LiveFlows {
       const migration = rec.migration as MigrationRecord;
       let swapped = false;
       try {
-        if (m.deps.schedulerClaims) {
+        if (m.schedulerClaims) {
           const have = flatten(await m.allocations.read(rec.uuid));
           m.allocations.verifyClaim(rec.uuid, have, m.ourProviders(), totalsOf(requestFromFlavor(flavor)));
           migration.dest_allocations = have;
@@ -84,7 +84,7 @@ export class LiveFlows {
         const data = await m.deps.peers.call<LiveMigrateData>(
           mig.source_compute,
           'check_can_live_migrate_source',
-          { instance: instanceArg(rec), dest_check_data: destData },
+          { instance: m.controlPlane.instanceArg(rec), dest_check_data: destData },
           ctx,
           this.callMs,
         );
@@ -136,7 +136,7 @@ export class LiveFlows {
       const dest = { host: migration.dest_compute, nodename: migration.dest_compute };
       if (migration.status === 'preparing' || migration.status === 'running') {
         try {
-          const pre = await m.deps.peers.call<LiveMigrateData>(dest.host, 'pre_live_migration', { instance: instanceArg(rec), migrate_data: migration.migrate_data ?? data }, ctx, this.callMs);
+          const pre = await m.deps.peers.call<LiveMigrateData>(dest.host, 'pre_live_migration', { instance: m.controlPlane.instanceArg(rec), migrate_data: migration.migrate_data ?? data }, ctx, this.callMs);
           migration.status = 'running';
           migration.migrate_data = pre;
           await m.save(rec);
@@ -149,7 +149,7 @@ export class LiveFlows {
         await m.save(rec);
       }
       await m.deps.driver.postLiveMigration(rec, migration.migrate_data ?? data).catch(() => undefined);
-      await m.deps.peers.call(dest.host, 'post_live_migration_at_destination', { instance: instanceArg(rec), block_migration: false }, ctx, this.callMs);
+      await m.deps.peers.call(dest.host, 'post_live_migration_at_destination', { instance: m.controlPlane.instanceArg(rec), block_migration: false }, ctx, this.callMs);
       await m.allocations.dropMigration(migration.uuid, ctx.global_request_id ?? ctx.request_id);
       await m.forget(uuid);
       await m.notify({ ...rec, host: dest.host, task_state: null, migration: { ...migration, status: 'completed' } }, 'live_migration_post.end', ctx);
@@ -162,7 +162,7 @@ export class LiveFlows {
     m.log.warn({ instance: rec.uuid, reason: (e as Error).message }, 'live migration failed; rolling back');
     await m.allocations.revertMove(rec.uuid, migration.uuid).catch((err: unknown) => m.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'revert of the allocation swap failed; the audit will report it'));
     await m.deps.peers
-      .cast(migration.dest_compute, 'rollback_live_migration_at_destination', { instance: instanceArg(rec), destroy_disks: true, migrate_data: migration.migrate_data ?? {} }, ctx)
+      .cast(migration.dest_compute, 'rollback_live_migration_at_destination', { instance: m.controlPlane.instanceArg(rec), destroy_disks: true, migrate_data: migration.migrate_data ?? {} }, ctx)
       .catch(() => undefined);
     rec.task_state = null;
     rec.allocations = migration.source_allocations ?? rec.allocations;
@@ -184,7 +184,7 @@ export class LiveFlows {
   }
 
   /** Destination: the instance runs here now. */
-  postAtDestination(uuid: string): Promise<void> {
+  postAtDestination(uuid: string, ctx: RequestContext): Promise<void> {
     const m = this.m;
     return m.locks.with(uuid, async () => {
       const rec = m.require(uuid);
@@ -195,6 +195,7 @@ export class LiveFlows {
       rec.power_state = POWER_STATE.RUNNING;
       delete rec.migration;
       await m.save(rec);
+      await m.notify(rec, 'live_migration_post_dest.end', ctx);
     });
   }
 
@@ -211,4 +212,4 @@ export class LiveFlows {
   }
 }
 
-export { migrationArg, migrationRef };
+export { migrationRef };

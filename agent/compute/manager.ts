@@ -23,8 +23,8 @@ import { AllocationConflictError, ClaimMismatchError, flatten, InstanceAllocatio
 import type { DecodedInstance } from './decode';
 import { InstanceLocks } from './locks';
 import { describeState, InstanceNotFoundError, InvalidStateError, type Flavor, type InstanceRecord } from './model';
+import { NotifierControlPlane, type ControlPlane, type FlowStep } from './control-plane';
 import type { ComputePeers, Notifier, RecordStore, RequestContext } from './ports';
-import { payloadOf } from './payload';
 import { placeRequest, requestFromFlavor, sumAllocations, totalsOf } from './resources';
 
 export const INSTANCE = 'instance';
@@ -41,6 +41,8 @@ export interface ManagerDeps {
   readonly now?: () => number;
   /** The scheduler claims before a build (nova mode): verify instead of claiming. */
   readonly schedulerClaims?: boolean;
+  /** Who hears about each flow step; defaults to versioned notifications through `notifier`. */
+  readonly controlPlane?: ControlPlane;
   /** Timeout of agent-to-agent calls (live-migration checks). */
   readonly callTimeoutMs?: number;
 }
@@ -54,9 +56,15 @@ export class ComputeManager {
   readonly locks = new InstanceLocks();
   readonly allocations: InstanceAllocations;
   readonly log: Logger;
+  readonly controlPlane: ControlPlane;
 
   constructor(readonly deps: ManagerDeps) {
     this.log = deps.logger.child({ component: 'compute' });
+    this.controlPlane =
+      deps.controlPlane ??
+      new NotifierControlPlane(deps.notifier, deps.host, (event, instance, reason) => this.log.warn({ instance, event, reason }, 'notification not sent'), {
+        schedulerClaims: deps.schedulerClaims ?? false,
+      });
     this.allocations = new InstanceAllocations(deps.api, (rp) => deps.tracker.sharingProviders().some((p) => p.uuid === rp));
   }
 
@@ -101,15 +109,14 @@ export class ComputeManager {
     return out;
   }
 
-  async notify(rec: InstanceRecord, event: string, ctx: RequestContext, fault?: string): Promise<void> {
-    try {
-      await this.deps.notifier.notify(
-        { event_type: `instance.${event}`, priority: event.endsWith('.error') ? 'ERROR' : 'INFO', payload: payloadOf(rec, this.deps.host, fault) },
-        ctx,
-      );
-    } catch (e) {
-      this.log.warn({ instance: rec.uuid, event, reason: (e as Error).message }, 'notification not sent');
-    }
+  /** Reports a flow step to the control plane (notification, or nova's saves). Never throws. */
+  notify(rec: InstanceRecord, step: FlowStep, ctx: RequestContext, fault?: string): Promise<void> {
+    return this.controlPlane.step(rec, step, ctx, fault);
+  }
+
+  /** Whether the scheduler claimed before builds and moves (nova mode). */
+  get schedulerClaims(): boolean {
+    return this.controlPlane.schedulerClaims;
   }
 
   spec(rec: InstanceRecord, flavor: Flavor = rec.flavor): InstanceSpec {
@@ -127,7 +134,7 @@ export class ComputeManager {
   }
 
   /** Puts the instance in ERROR with a fault, keeping what is known. */
-  async error(rec: InstanceRecord, fault: string, ctx: RequestContext, event: string): Promise<void> {
+  async error(rec: InstanceRecord, fault: string, ctx: RequestContext, event: 'create' | 'resize_finish' | 'power_off'): Promise<void> {
     rec.vm_state = 'error';
     rec.task_state = null;
     rec.fault = fault;
@@ -170,6 +177,7 @@ export class ComputeManager {
           rec.allocations = await this.claimForBuild(rec, opts, ctx, resuming);
           rec.task_state = 'spawning';
           await this.save(rec);
+          await this.notify(rec, 'create.claimed', ctx);
         }
         if (rec.task_state === 'spawning') {
           const present = await this.deps.driver.getInfo(rec).then(
@@ -193,7 +201,7 @@ export class ComputeManager {
 
   private async claimForBuild(rec: InstanceRecord, opts: BuildOptions, ctx: RequestContext, resuming: boolean): Promise<Record<string, Record<string, number>>> {
     const want = totalsOf(requestFromFlavor(rec.flavor));
-    if (resuming && !opts.claimed && !this.deps.schedulerClaims) {
+    if (resuming && !opts.claimed && !this.schedulerClaims) {
       // A replay after a crash: the claim may have been written before the crash. If the consumer
       // holds what this flavor asks, on this host, it is ours: adopt it rather than fail on it.
       const existing = flatten(await this.allocations.read(rec.uuid));
@@ -202,7 +210,7 @@ export class ComputeManager {
         return existing;
       }
     }
-    if (opts.claimed || this.deps.schedulerClaims) {
+    if (opts.claimed || this.schedulerClaims) {
       const existing = flatten(await this.allocations.read(rec.uuid));
       this.allocations.verifyClaim(rec.uuid, existing, this.ourProviders(), want);
       return existing;
@@ -258,7 +266,7 @@ export class ComputeManager {
       if (rec?.migration) await this.allocations.forceDelete(rec.migration.uuid);
       this.deps.tracker.claims.release(uuid);
       await this.forget(uuid);
-      if (rec) await this.notify({ ...rec, vm_state: 'deleted', task_state: null }, 'delete.end', ctx);
+      await this.controlPlane.deleted(uuid, rec, ctx);
     });
   }
 

@@ -58,7 +58,16 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     name: string,
     handle: ComputeMethod['handle'],
     opts: { namespace?: string | null; journaled?: boolean } = {},
-  ): ComputeMethod => ({ name, namespace: opts.namespace ?? null, journaled: opts.journaled ?? true, key: instanceKey, handle });
+  ): ComputeMethod => ({
+    name,
+    namespace: opts.namespace ?? null,
+    journaled: opts.journaled ?? true,
+    key: instanceKey,
+    handle: (a, ctx) => {
+      m.controlPlane.received(a);
+      return handle(a, ctx);
+    },
+  });
 
   return [
     method('build_and_run_instance', async (a, ctx) => {
@@ -72,7 +81,10 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     method('prep_resize', async (a, ctx) => {
       const inst = decodeInstance(a.instance);
       const vmState = (unwrap(a.instance) as { vm_state?: unknown }).vm_state;
-      await resize.prepResize(inst, decodeFlavor(a.flavor), decodeMigration(a.migration), ctx, typeof vmState === 'string' ? vmState : undefined);
+      // nova's conductor creates the migration before it knows the destination: that is this host.
+      const raw = unwrap(a.migration) as { dest_compute?: unknown } | undefined;
+      const migration = decodeMigration(raw && typeof raw === 'object' && !raw.dest_compute ? { ...raw, dest_compute: host } : a.migration);
+      await resize.prepResize(inst, decodeFlavor(a.flavor), migration, ctx, typeof vmState === 'string' ? vmState : undefined);
     }),
     method('resize_instance', (a, ctx) => resize.resizeInstance(uuidOf(a), decodeMigration(a.migration), decodeFlavor(a.flavor), ctx)),
     method('finish_resize', (a, ctx) => resize.finishResize(uuidOf(a), decodeMigration(a.migration), typeof a.disk_info === 'string' ? a.disk_info : '', ctx)),
@@ -86,7 +98,7 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
       return live.liveMigration(uuidOf(a), mig, migrateData(a.migrate_data, 'migrate_data'), ctx);
     }),
     method('pre_live_migration', (a) => live.preLiveMigration(uuidOf(a), migrateData(a.migrate_data, 'migrate_data'))),
-    method('post_live_migration_at_destination', (a) => live.postAtDestination(uuidOf(a))),
+    method('post_live_migration_at_destination', (a, ctx) => live.postAtDestination(uuidOf(a), ctx)),
     method('rollback_live_migration_at_destination', (a) => live.rollbackAtDestination(uuidOf(a), migrateData(a.migrate_data, 'migrate_data'))),
     method('drop_move_claim_at_destination', (a) => resize.dropMoveClaim(uuidOf(a))),
     method('confirm_resize_at_destination', (a) => resize.confirmAtDestination(uuidOf(a), decodeMigration({ ...(unwrap(a.migration) as object) }).uuid), { namespace: AGENT_NAMESPACE }),

@@ -21,6 +21,7 @@ import type { Flavor, InstanceRecord, MigrationRecord } from './model';
 import type { RequestContext } from './ports';
 import { requestFromFlavor, totalsOf } from './resources';
 import { flatten } from './allocations';
+import { plainMigrationArg, type ControlPlane } from './control-plane';
 
 /** The agent-only namespace for messages nova has no equivalent of (its database does the job). */
 export const AGENT_NAMESPACE = 'compute_agent';
@@ -29,20 +30,15 @@ export function migrationRef(m: Pick<MigrationRecord, 'uuid' | 'source_compute' 
   return { uuid: m.uuid, source: { host: m.source_compute, nodename: m.source_compute }, dest: { host: m.dest_compute, nodename: m.dest_compute } };
 }
 
-/** The instance as sent between hosts (plain JSON, the form our decoder accepts). */
-export function instanceArg(rec: InstanceRecord, flavor: Flavor = rec.flavor): Record<string, unknown> {
-  return { uuid: rec.uuid, display_name: rec.name, project_id: rec.project_id, user_id: rec.user_id, flavor, vm_state: rec.vm_state, ...(rec.image_ref ? { image_ref: rec.image_ref } : {}) };
-}
-
-export function migrationArg(m: MigrationRecord | DecodedMigration): Record<string, unknown> {
-  return { uuid: m.uuid, migration_type: 'type' in m ? m.type : m.migration_type, source_compute: m.source_compute, dest_compute: m.dest_compute };
-}
-
 export class ResizeFlows {
   constructor(private readonly m: ComputeManager) {}
 
   private get host(): string {
     return this.m.deps.host;
+  }
+
+  private get cp(): ControlPlane {
+    return this.m.controlPlane;
   }
 
   /** Destination: claim and swap the allocations, then ask the source to move the disk. */
@@ -84,7 +80,7 @@ export class ResizeFlows {
       const migration = rec.migration as MigrationRecord;
       if (!migration.dest_allocations) {
         try {
-          if (m.deps.schedulerClaims) {
+          if (m.schedulerClaims) {
             const have = flatten(await m.allocations.read(rec.uuid));
             m.allocations.verifyClaim(rec.uuid, have, m.ourProviders(), totalsOf(requestFromFlavor(flavor)));
             migration.dest_allocations = have;
@@ -105,8 +101,8 @@ export class ResizeFlows {
         }
       }
       await m.deps.peers.cast(migration.source_compute, 'resize_instance', {
-        instance: instanceArg(rec, migration.old_flavor ?? flavor),
-        migration: migrationArg(migration),
+        instance: this.cp.instanceArg(rec, migration.old_flavor ?? flavor),
+        migration: this.cp.migrationArg(migration),
         flavor,
         clean_shutdown: true,
       }, ctx);
@@ -152,8 +148,8 @@ export class ResizeFlows {
         await m.notify(rec, 'resize.end', ctx);
       }
       await m.deps.peers.cast(migration.dest_compute, 'finish_resize', {
-        instance: instanceArg(rec, flavor),
-        migration: migrationArg(migration),
+        instance: this.cp.instanceArg(rec, flavor),
+        migration: this.cp.migrationArg(migration),
         disk_info: migration.disk_info ?? '',
       }, ctx);
     });
@@ -168,7 +164,7 @@ export class ResizeFlows {
     delete rec.migration;
     await m.save(rec);
     await m.notify(rec, 'resize.error', ctx, (e as Error).message);
-    await m.deps.peers.cast(migration.dest_compute, 'drop_move_claim_at_destination', { instance: instanceArg(rec), migration: migrationArg(migration) }, ctx);
+    await m.deps.peers.cast(migration.dest_compute, 'drop_move_claim_at_destination', { instance: this.cp.instanceArg(rec), migration: this.cp.migrationArg(migration) }, ctx);
   }
 
   /** Destination: start the moved instance; it is RESIZED here until confirmed or reverted. */
@@ -215,7 +211,7 @@ export class ResizeFlows {
         // Already confirmed here (a redelivery): make sure the migration holds nothing.
         await m.allocations.dropMigration(mig.uuid);
       }
-      await m.deps.peers.cast(mig.dest_compute, 'confirm_resize_at_destination', { instance: { uuid }, migration: migrationArg(mig) }, ctx, AGENT_NAMESPACE);
+      await m.deps.peers.cast(mig.dest_compute, 'confirm_resize_at_destination', { instance: { uuid }, migration: plainMigrationArg(mig) }, ctx, AGENT_NAMESPACE);
     });
   }
 
@@ -247,8 +243,10 @@ export class ResizeFlows {
         await m.deps.driver.destroy(rec).catch(() => undefined);
         m.deps.tracker.claims.release(uuid);
         await m.forget(uuid);
+        migration.status = 'reverted';
+        await m.notify(rec, 'resize_revert.dest', ctx);
       }
-      await m.deps.peers.cast(mig.source_compute, 'finish_revert_resize', { instance: { uuid }, migration: migrationArg(mig) }, ctx);
+      await m.deps.peers.cast(mig.source_compute, 'finish_revert_resize', { instance: this.cp.instanceRef(uuid), migration: this.cp.migrationArg(mig) }, ctx);
     });
   }
 

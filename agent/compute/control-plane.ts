@@ -1,0 +1,115 @@
+/**
+ * The compute manager's control-plane port: who is told about each step of a flow, and in what
+ * form instances and migrations travel between compute hosts. Every flow (build, terminate, cold
+ * migration, live migration) calls it at the same points whatever the deployment, so standalone
+ * mode and nova mode share the flows:
+ *
+ * - standalone (`NotifierControlPlane`): each step is an oslo versioned notification, exactly as
+ *   the agent always sent them; steps only nova needs are not sent;
+ * - nova (`agent/nova/control-plane.ts`): each step is the save nova-compute makes through
+ *   nova-conductor (Instance, Migration, InstanceActionEvent, the scheduler fanout).
+ */
+import type { MigrationRecord, InstanceRecord, Flavor } from './model';
+import type { Notifier, RequestContext } from './ports';
+import { payloadOf } from './payload';
+import type { DecodedMigration } from './decode';
+
+/**
+ * The steps flows report, named like nova's notification events. `create.claimed`,
+ * `live_migration_post_dest.end` and `resize_revert.dest` are nova-only (the standalone agent
+ * never notified them).
+ */
+export type FlowStep =
+  | 'create.start'
+  | 'create.claimed'
+  | 'create.end'
+  | 'create.error'
+  | 'delete.start'
+  | 'delete.end'
+  | 'resize_prep.start'
+  | 'resize_prep.end'
+  | 'resize_prep.error'
+  | 'resize.start'
+  | 'resize.end'
+  | 'resize.error'
+  | 'resize_finish.start'
+  | 'resize_finish.end'
+  | 'resize_finish.error'
+  | 'resize_confirm.end'
+  | 'resize_revert.start'
+  | 'resize_revert.dest'
+  | 'resize_revert.end'
+  | 'live_migration_pre.start'
+  | 'live_migration_post.end'
+  | 'live_migration_post_dest.end'
+  | 'live_migration_abort.end'
+  | 'power_off.error';
+
+const NOVA_ONLY: ReadonlySet<FlowStep> = new Set(['create.claimed', 'live_migration_post_dest.end', 'resize_revert.dest']);
+
+export interface ControlPlane {
+  /** The scheduler claimed before builds and moves: flows verify its claims instead of claiming. */
+  readonly schedulerClaims: boolean;
+  /** A request arrived (raw arguments, before decoding): nova mode keeps the objects it must save. */
+  received(args: Readonly<Record<string, unknown>>): void;
+  /** `rec` (its new state) reached `step`. Never throws: a failed report is logged. */
+  step(rec: InstanceRecord, step: FlowStep, ctx: RequestContext, fault?: string): Promise<void>;
+  /** `terminate_instance` finished: the instance is gone from this host (`rec`: what was known). Never throws. */
+  deleted(uuid: string, rec: InstanceRecord | undefined, ctx: RequestContext): Promise<void>;
+  /** The instance argument of a message to another compute host. */
+  instanceArg(rec: InstanceRecord, flavor?: Flavor): Record<string, unknown>;
+  /** The instance argument for an instance this host no longer has a record of. */
+  instanceRef(uuid: string): Record<string, unknown>;
+  /** The migration argument of a message to another compute host. */
+  migrationArg(m: MigrationRecord | DecodedMigration): Record<string, unknown>;
+}
+
+/** The instance as sent between hosts in standalone mode (plain JSON, the form our decoder accepts). */
+export function plainInstanceArg(rec: InstanceRecord, flavor: Flavor = rec.flavor): Record<string, unknown> {
+  return { uuid: rec.uuid, display_name: rec.name, project_id: rec.project_id, user_id: rec.user_id, flavor, vm_state: rec.vm_state, ...(rec.image_ref ? { image_ref: rec.image_ref } : {}) };
+}
+
+export function plainMigrationArg(m: MigrationRecord | DecodedMigration): Record<string, unknown> {
+  return { uuid: m.uuid, migration_type: 'type' in m ? m.type : m.migration_type, source_compute: m.source_compute, dest_compute: m.dest_compute };
+}
+
+/** Standalone: steps are versioned notifications; hosts exchange plain JSON. */
+export class NotifierControlPlane implements ControlPlane {
+  readonly schedulerClaims: boolean;
+
+  constructor(
+    private readonly notifier: Notifier,
+    private readonly host: string,
+    private readonly onError: (event: string, uuid: string, reason: string) => void,
+    opts: { schedulerClaims?: boolean } = {},
+  ) {
+    this.schedulerClaims = opts.schedulerClaims ?? false;
+  }
+
+  received(): void {}
+
+  async step(rec: InstanceRecord, step: FlowStep, ctx: RequestContext, fault?: string): Promise<void> {
+    if (NOVA_ONLY.has(step)) return;
+    try {
+      await this.notifier.notify({ event_type: `instance.${step}`, priority: step.endsWith('.error') ? 'ERROR' : 'INFO', payload: payloadOf(rec, this.host, fault) }, ctx);
+    } catch (e) {
+      this.onError(step, rec.uuid, (e as Error).message);
+    }
+  }
+
+  async deleted(_uuid: string, rec: InstanceRecord | undefined, ctx: RequestContext): Promise<void> {
+    if (rec) await this.step({ ...rec, vm_state: 'deleted', task_state: null }, 'delete.end', ctx);
+  }
+
+  instanceArg(rec: InstanceRecord, flavor?: Flavor): Record<string, unknown> {
+    return plainInstanceArg(rec, flavor);
+  }
+
+  instanceRef(uuid: string): Record<string, unknown> {
+    return { uuid };
+  }
+
+  migrationArg(m: MigrationRecord | DecodedMigration): Record<string, unknown> {
+    return plainMigrationArg(m);
+  }
+}

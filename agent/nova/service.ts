@@ -1,0 +1,182 @@
+/**
+ * The agent as a nova-compute service, through nova-conductor (control_plane = nova), in the order
+ * nova-compute does it (nova-control-plane.md section 3):
+ *
+ * - `ping` until a conductor answers;
+ * - `Service.get_by_host_and_binary(host, "nova-compute")`, else `Service.create` with topic
+ *   `compute` and the configured service version (nova gates features and caps RPC by it);
+ * - `ComputeNode.get_by_host_and_nodename(host, host)`: an existing node's uuid is adopted as the
+ *   root provider uuid (the scheduler maps Placement candidates to compute nodes by that uuid);
+ *   otherwise `ComputeNode.create` with our root provider uuid and the host's real capacity;
+ * - `Service.save` with `report_count` + 1 every `report_interval`: the heartbeat that makes nova
+ *   call the service up (nova sets `last_seen_up` when the count grows).
+ *
+ * A failed heartbeat is logged and retried on the next tick; it never stops the agent.
+ */
+import type { Logger } from '../logging/logger';
+import { ConductorError, type ConductorClient } from '../rpc/conductor';
+import { serviceContext } from '../rpc/context';
+import { applyUpdates, dataOf, isPrimitive, primitive, type Primitive } from './objects';
+
+export const COMPUTE_BINARY = 'nova-compute';
+
+/** The host's capacity as nova's ComputeNode reports it. */
+export interface ComputeNodeFacts {
+  readonly vcpus: number;
+  readonly memory_mb: number;
+  readonly local_gb: number;
+  readonly cpu_allocation_ratio: number;
+  readonly ram_allocation_ratio: number;
+  readonly disk_allocation_ratio: number;
+  /** e.g. "QEMU" or "fake". */
+  readonly hypervisor_type: string;
+  readonly hypervisor_version: number;
+}
+
+export interface NovaServiceOptions {
+  readonly conductor: ConductorClient;
+  readonly host: string;
+  readonly serviceVersion: number;
+  readonly reportIntervalMs: number;
+  readonly logger: Logger;
+  /** How long start-up waits for a conductor to answer the first ping. */
+  readonly pingTimeoutMs?: number;
+}
+
+/** Registration could not complete; names the step. */
+export class NovaRegistrationError extends Error {
+  constructor(step: string, options: { cause: unknown }) {
+    super(`nova registration failed at ${step}: ${options.cause instanceof Error ? options.cause.message : String(options.cause)}`, options);
+    this.name = 'NovaRegistrationError';
+  }
+}
+
+/** Ownership: owns the heartbeat timer. Call `register`, then `registerNode`, then `startHeartbeat`. */
+export class NovaService {
+  private service: Primitive | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private beating = false;
+  private readonly log: Logger;
+
+  constructor(private readonly o: NovaServiceOptions) {
+    this.log = o.logger.child({ component: 'nova-service' });
+  }
+
+  /** The registered Service record (after `register`). */
+  get record(): Readonly<Record<string, unknown>> | undefined {
+    return this.service ? dataOf(this.service, 'Service') : undefined;
+  }
+
+  /**
+   * Waits for a conductor, then finds or creates this host's Service.
+   * @returns the uuid of an existing ComputeNode for this host, to adopt as the root provider uuid
+   * @throws NovaRegistrationError
+   */
+  async register(): Promise<string | undefined> {
+    const { conductor, host } = this.o;
+    const ctx = serviceContext();
+    await this.step('ping', () => conductor.ping(ctx, this.o.pingTimeoutMs));
+    const found = await this.step('Service.get_by_host_and_binary', () => conductor.classAction(ctx, 'Service', 'get_by_host_and_binary', [host, COMPUTE_BINARY]));
+    if (isPrimitive(found, 'Service')) {
+      this.service = found;
+      const data = dataOf(found, 'Service');
+      if (data.version !== this.o.serviceVersion) await this.saveService({ version: this.o.serviceVersion });
+      this.log.info({ service_id: data.id }, 'nova service found');
+    } else {
+      const created = primitive('Service', { host, binary: COMPUTE_BINARY, topic: 'compute', report_count: 0, version: this.o.serviceVersion });
+      const reply = await this.step('Service.create', () => conductor.objectAction(ctx, created, 'create'));
+      this.service = applyUpdates(created, reply.updates);
+      this.log.info({ service_id: dataOf(this.service, 'Service').id }, 'nova service created');
+    }
+    const node = await this.step('ComputeNode.get_by_host_and_nodename', () =>
+      conductor.classAction(ctx, 'ComputeNode', 'get_by_host_and_nodename', [host, host]).catch((e: unknown) => {
+        if (e instanceof ConductorError && e.novaClass === 'ComputeHostNotFound') return null;
+        throw e;
+      }),
+    );
+    if (!isPrimitive(node, 'ComputeNode')) return undefined;
+    const uuid = dataOf(node, 'ComputeNode').uuid;
+    return typeof uuid === 'string' ? uuid : undefined;
+  }
+
+  /**
+   * Creates this host's ComputeNode with `rootUuid` (our root provider), unless one exists; an
+   * existing one gets the current capacity.
+   * @throws NovaRegistrationError
+   */
+  async registerNode(rootUuid: string, facts: ComputeNodeFacts): Promise<void> {
+    const { conductor, host } = this.o;
+    const ctx = serviceContext();
+    const usage = { ...facts, vcpus_used: 0, memory_mb_used: 0, local_gb_used: 0, free_ram_mb: facts.memory_mb, free_disk_gb: facts.local_gb, running_vms: 0, current_workload: 0, disk_available_least: facts.local_gb };
+    const existing = await this.step('ComputeNode.get_by_host_and_nodename', () =>
+      conductor.classAction(ctx, 'ComputeNode', 'get_by_host_and_nodename', [host, host]).catch((e: unknown) => {
+        if (e instanceof ConductorError && e.novaClass === 'ComputeHostNotFound') return null;
+        throw e;
+      }),
+    );
+    if (isPrimitive(existing, 'ComputeNode')) {
+      const saved = { ...existing, 'nova_object.data': { ...dataOf(existing, 'ComputeNode'), ...usage }, 'nova_object.changes': Object.keys(usage) };
+      await this.step('ComputeNode.save', () => conductor.objectAction(ctx, saved, 'save'));
+      this.log.info({ compute_node: dataOf(existing, 'ComputeNode').uuid }, 'nova compute node updated');
+      return;
+    }
+    const hvSpec = primitive('HVSpec', { arch: 'x86_64', hv_type: facts.hypervisor_type.toLowerCase(), vm_mode: 'hvm' });
+    const node = primitive('ComputeNode', {
+      uuid: rootUuid,
+      host,
+      hypervisor_hostname: host,
+      host_ip: '127.0.0.1',
+      cpu_info: '{}',
+      supported_hv_specs: [hvSpec],
+      numa_topology: null,
+      pci_device_pools: null,
+      stats: {},
+      ...usage,
+    });
+    const reply = await this.step('ComputeNode.create', () => conductor.objectAction(ctx, node, 'create'));
+    this.log.info({ compute_node: rootUuid, id: reply.updates.id }, 'nova compute node created');
+  }
+
+  /** Starts the `Service.save` heartbeat every `report_interval`. Idempotent. */
+  startHeartbeat(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.beat(), this.o.reportIntervalMs);
+    this.timer.unref();
+    void this.beat();
+  }
+
+  stopHeartbeat(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** One heartbeat: `report_count` + 1. Never throws; a missed beat is logged. */
+  async beat(): Promise<void> {
+    if (this.beating || !this.service) return;
+    this.beating = true;
+    try {
+      const count = Number(dataOf(this.service, 'Service').report_count ?? 0);
+      await this.saveService({ report_count: count + 1 });
+    } catch (e) {
+      this.log.warn({ reason: e instanceof Error ? e.message : String(e) }, 'service heartbeat failed; retrying on the next interval');
+    } finally {
+      this.beating = false;
+    }
+  }
+
+  private async saveService(updates: Readonly<Record<string, unknown>>): Promise<void> {
+    const base = this.service;
+    if (!base) return;
+    const obj = { ...base, 'nova_object.data': { ...dataOf(base, 'Service'), ...updates }, 'nova_object.changes': Object.keys(updates) };
+    const reply = await this.o.conductor.objectAction(serviceContext(), obj, 'save');
+    this.service = applyUpdates({ ...obj, 'nova_object.changes': [] }, reply.updates);
+  }
+
+  private async step<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      throw new NovaRegistrationError(what, { cause: e });
+    }
+  }
+}
