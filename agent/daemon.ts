@@ -40,6 +40,7 @@ import { RpcService } from './rpc/service';
 import { procUptimeProvider } from './rpc/uptime';
 import { backoffDelay } from './util/backoff';
 import { systemClock, type Clock } from './util/clock';
+import { computeNodeFacts, createNovaParts, type NovaParts } from './nova/wiring';
 import { createDriver, createTracker, type TrackerParts } from './wiring';
 
 /** Start-up could not reach a dependency within the allowed attempts. */
@@ -69,6 +70,7 @@ export class Daemon {
   private journal: DurableJournal | undefined;
   private parts: TrackerParts | undefined;
   private manager: ComputeManager | undefined;
+  private nova: NovaParts | undefined;
   private ops: OpsServer | undefined;
   private watchdog: WatchdogLoop | undefined;
   private readonly notifier: ServiceNotifier;
@@ -101,21 +103,36 @@ export class Daemon {
     await this.step('virt driver', () => driver.init(host));
     const journal = await this.step('journal', () => DurableJournal.open(config.DEFAULT.state_path, { logger }));
     this.journal = journal;
+    const attempts = Math.max(1, this.deps.startupAttempts ?? 5);
+    const rpc = new RpcService({ config, logger, journal, connectAttempts: attempts, onOutcome: (method, outcome) => this.metrics.rpcMessage(method, outcome), hostUptime: procUptimeProvider('/', () => new Date(), () => driver.getHostUptime()), clock: this.clock });
+    this.rpc = rpc;
+    // nova mode: the conductor must be reachable first, because an existing compute node's uuid
+    // becomes the root provider's uuid (the scheduler maps Placement candidates to nodes by it).
+    let adopted: string | undefined;
+    if (config.DEFAULT.control_plane === 'nova') {
+      await this.connect(rpc, attempts);
+      const nova = createNovaParts(config, rpc.client, logger);
+      this.nova = nova;
+      adopted = await this.step('nova service registration', () => nova.service.register());
+    }
     const parts = await this.step('resource tracker', () => createTracker(config, placement, driver, logger, {
         inFlight: () => this.manager?.inFlight() ?? new Set(),
         onAudit: (outcome, seconds, r) => {
           this.metrics.audit(outcome, seconds, this.clock.now());
           if (r) this.metrics.sync('ok', seconds, r.sync.reshaped);
         },
+        ...(adopted ? { preferredRootUuid: adopted } : {}),
       }));
     this.parts = parts;
+    if (adopted && adopted !== parts.rootUuid) {
+      throw new StartupError(`nova has compute node ${adopted} for ${host} but ${config.DEFAULT.state_path}/compute_id holds ${parts.rootUuid}; they must be one uuid (remove the file to adopt nova's, or delete the nova compute node)`);
+    }
     // Sync only: the allocation audit waits until recovery has told which consumers are in flight.
     const first = await this.retry('first Placement sync', () => parts.tracker.updateFromDriver(), unreachable);
     logger.info({ root_provider: parts.rootUuid, ...first.stats, created: first.created.length }, 'Placement synced');
+    const nova = this.nova;
+    if (nova) await this.step('nova compute node registration', () => nova.service.registerNode(parts.rootUuid, computeNodeFacts(config, parts.tracker)));
 
-    const attempts = Math.max(1, this.deps.startupAttempts ?? 5);
-    const rpc = new RpcService({ config, logger, journal, connectAttempts: attempts, onOutcome: (method, outcome) => this.metrics.rpcMessage(method, outcome), hostUptime: procUptimeProvider('/', () => new Date(), () => driver.getHostUptime()), clock: this.clock });
-    this.rpc = rpc;
     const manager = new ComputeManager({
       host,
       driver,
@@ -126,21 +143,17 @@ export class Daemon {
       notifier: new RpcNotifier(rpc.broker, config.DEFAULT.control_exchange, host, logger),
       logger,
       callTimeoutMs: config.DEFAULT.rpc_response_timeout * 1000,
+      ...(nova ? { controlPlane: nova.controlPlane } : {}),
     });
     this.manager = manager;
     const methods = computeMethods(manager);
     registerComputeMethods(rpc.dispatcher, methods);
     if (this.stopping.signal.aborted) throw new StartupError('stopping before the RPC server started');
-    try {
-      await rpc.connect();
-    } catch (e) {
-      const reason = e instanceof Error ? e.message : String(e);
-      if (e instanceof BrokerUnreachableError) throw new StartupError(`broker unreachable after ${attempts} attempt(s): ${reason}`, { cause: e });
-      throw new StartupError(`RPC could not start: ${reason}`, { cause: e });
-    }
+    if (!nova) await this.connect(rpc, attempts);
     await recover(manager, journal, methods);
     await parts.auditor.runLogged();
     await this.step('RPC server', () => rpc.serve());
+    this.nova?.service.startHeartbeat();
 
     const every = auditInterval(config.DEFAULT.update_resources_interval);
     if (every !== undefined) parts.auditor.start(every, host);
@@ -203,6 +216,7 @@ export class Daemon {
     logger.info({ reason }, 'compute-agent stopping');
     await this.notifier.stopping(`stopping: ${reason}`);
     this.watchdog?.stop();
+    this.nova?.service.stopHeartbeat();
     const rpc = this.rpc;
     this.rpc = undefined;
     if (rpc) await rpc.stop(config.DEFAULT.graceful_shutdown_timeout * 1000).catch(() => undefined);
@@ -212,6 +226,17 @@ export class Daemon {
     await this.journal?.close().catch(() => undefined);
     await this.ops?.stop();
     logger.info('compute-agent stopped');
+  }
+
+  /** @throws StartupError */
+  private async connect(rpc: RpcService, attempts: number): Promise<void> {
+    try {
+      await rpc.connect();
+    } catch (e) {
+      const reason = e instanceof Error ? e.message : String(e);
+      if (e instanceof BrokerUnreachableError) throw new StartupError(`broker unreachable after ${attempts} attempt(s): ${reason}`, { cause: e });
+      throw new StartupError(`RPC could not start: ${reason}`, { cause: e });
+    }
   }
 
   private async step<T>(what: string, fn: () => Promise<T>): Promise<T> {

@@ -51,9 +51,9 @@ export async function createTracker(
   api: PlacementApi,
   driver: VirtDriver,
   logger: Logger,
-  opts: { inFlight?: () => ReadonlySet<string>; persistOwnership?: boolean; onAudit?: AuditDeps['onAudit'] } = {},
+  opts: { inFlight?: () => ReadonlySet<string>; persistOwnership?: boolean; onAudit?: AuditDeps['onAudit']; preferredRootUuid?: string } = {},
 ): Promise<TrackerParts> {
-  const rootUuid = await loadOrCreateComputeId(config.DEFAULT.state_path);
+  const rootUuid = await loadOrCreateComputeId(config.DEFAULT.state_path, opts.preferredRootUuid);
   const tracker = new ResourceTracker({
     api,
     driver,

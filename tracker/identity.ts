@@ -54,15 +54,16 @@ async function fsyncDir(dir: string): Promise<void> {
 }
 
 /**
- * The uuid in `<statePath>/compute_id`, creating the directory and the file when absent.
+ * The uuid in `<statePath>/compute_id`, creating the directory and the file when absent (with
+ * `preferred`, e.g. the uuid nova already has for this compute node, or a new one).
  * @throws ComputeIdError when the file is unreadable, malformed, or cannot be created
  */
-export async function loadOrCreateComputeId(statePath: string): Promise<string> {
+export async function loadOrCreateComputeId(statePath: string, preferred?: string): Promise<string> {
   const path = join(statePath, COMPUTE_ID_FILE);
   const existing = await readId(path);
   if (existing) return existing;
 
-  const id = randomUUID();
+  const id = preferred && UUID.test(preferred) ? preferred.toLowerCase() : randomUUID();
   const tmp = join(statePath, `.${COMPUTE_ID_FILE}.${process.pid}.${randomUUID().slice(0, 8)}.tmp`);
   try {
     await fsp.mkdir(statePath, { recursive: true, mode: 0o755 });

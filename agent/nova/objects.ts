@@ -42,8 +42,10 @@ export function dataOf(v: unknown, name: string): Readonly<Record<string, unknow
  * `save()` sends. The other fields stay as the conductor last gave them.
  */
 export function withChanges(base: Primitive, updates: Readonly<Record<string, unknown>>): Primitive {
-  const data = { ...(base['nova_object.data'] as Record<string, unknown>), ...updates };
-  return { ...base, 'nova_object.data': data, 'nova_object.changes': Object.keys(updates) };
+  // undefined: a value this agent does not have (a field nova did not send); never written.
+  const set = Object.fromEntries(Object.entries(updates).filter(([, v]) => v !== undefined));
+  const data = { ...(base['nova_object.data'] as Record<string, unknown>), ...set };
+  return { ...base, 'nova_object.data': data, 'nova_object.changes': Object.keys(set) };
 }
 
 /** `base` after the conductor's `updates` (the first element of an `object_action` reply), with no pending changes. */

@@ -30,6 +30,8 @@ import { assignGpu } from './gpu-assign';
 import { FakeHypervisor } from './hypervisor';
 import { HostFileError, hostFileFacts, parseHostFile, type HostFileData, type SharedStorageSpec } from './host-file';
 
+// Not supports_migrate_to_same_host: the compute manager refuses a resize to its own host, and
+// nova's API lets the scheduler pick the source host for a cold migration when the trait is there.
 const CAPABILITIES: DriverCapabilities = {
   supports_attach_interface: true,
   supports_device_tagging: true,
@@ -40,7 +42,6 @@ const CAPABILITIES: DriverCapabilities = {
   supports_trusted_certs: true,
   supports_image_type_qcow2: true,
   supports_image_type_raw: true,
-  supports_migrate_to_same_host: true,
 };
 
 export class FakeDriver implements VirtDriver {

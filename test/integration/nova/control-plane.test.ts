@@ -1,0 +1,155 @@
+// Issue 10: the agent as a drop-in for nova-compute. A real, unmodified nova control plane
+// (Debian nova-api, nova-conductor, nova-scheduler, Zed; scripts/nova-stack) and two agents in
+// nova mode: servers boot through POST /servers, show their host, delete, cold-migrate with confirm
+// and revert, live-migrate, and the hosts appear in os-hypervisors and os-services, going down
+// when an agent is killed and up when it comes back. Placement is checked after every step.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { NovaAgent, NovaStack, type Server } from '../../helpers/nova';
+import { deleteTree, placementClient } from '../../helpers/placement';
+
+jest.setTimeout(600_000);
+
+// nova calls a service down after service_down_time without a heartbeat (60 s by default); 15 s
+// here keeps the down/up check short. The agents beat every 2 s.
+const SERVICE_DOWN_TIME = 15;
+const FLAVOR = 'ca-tiny';
+const placement = placementClient();
+const stack = new NovaStack({ serviceDownTime: SERVICE_DOWN_TIME });
+const tag = String(stack.apiPort);
+const a = new NovaAgent(`nova-a-${tag}`, stack.transportUrl, { vcpus: 16, memory_mb: 32768, disk_gb: 200 });
+const b = new NovaAgent(`nova-b-${tag}`, stack.transportUrl, { vcpus: 8, memory_mb: 16384, disk_gb: 100 });
+const byHost = new Map([a, b].map((x) => [x.host, x]));
+const root = (x: NovaAgent): string => readFileSync(join(x.dir, 'state', 'compute_id'), 'utf8').trim();
+const other = (host: string | null): NovaAgent => (host === a.host ? b : a);
+
+/** The consumer's allocations by provider, as Placement holds them. */
+async function allocationsOf(consumer: string): Promise<Record<string, Record<string, number>>> {
+  const r = await placement.consumerAllocations(consumer);
+  return Object.fromEntries(Object.entries(r.allocations).map(([rp, v]) => [rp, { ...v.resources }]));
+}
+
+const FLAVOR_RESOURCES = { VCPU: 1, MEMORY_MB: 512, DISK_GB: 1 };
+
+async function expectOnlyOn(server: string, host: string | null): Promise<void> {
+  const agent = byHost.get(host ?? '');
+  if (!agent) throw new Error(`server ${server} is on ${String(host)}, not on one of our agents`);
+  expect(await allocationsOf(server)).toEqual({ [root(agent)]: FLAVOR_RESOURCES });
+}
+
+const active = (s: Server | undefined): boolean => s?.status === 'ACTIVE' && s['OS-EXT-STS:task_state'] === null;
+
+beforeAll(async () => {
+  await stack.up();
+  await Promise.all([a.start(), b.start()]);
+  await stack.discover();
+  await stack.api.ensureFlavor(FLAVOR, 1, 512);
+});
+
+afterAll(async () => {
+  await Promise.all([a.kill('SIGTERM'), b.kill('SIGTERM')]);
+  await stack.down();
+  for (const x of [a, b]) await deleteTree(placement, root(x)).catch(() => undefined);
+});
+
+afterEach(() => {
+  // On a failure, what the agents complained about is the first thing to read.
+  for (const x of [a, b]) for (const l of x.problems()) process.stdout.write(`${x.host}: ${l}\n`);
+});
+
+test('os-hypervisors lists both agents with the vCPUs and memory they report to Placement; os-services has them up', async () => {
+  const hypervisors = await stack.api.hypervisors();
+  for (const x of [a, b]) {
+    const inv = (await placement.getInventories(root(x))).inventories;
+    const h = hypervisors.find((y) => y.hypervisor_hostname === x.host);
+    expect(h).toMatchObject({ vcpus: inv.VCPU?.total, memory_mb: inv.MEMORY_MB?.total, state: 'up', status: 'enabled' });
+  }
+  expect(hypervisors.find((h) => h.hypervisor_hostname === a.host)).toMatchObject({ vcpus: 16, memory_mb: 32768 });
+  expect(hypervisors.find((h) => h.hypervisor_hostname === b.host)).toMatchObject({ vcpus: 8, memory_mb: 16384 });
+  const computes = (await stack.api.services()).filter((s) => s.binary === 'nova-compute');
+  expect(computes.map((s) => [s.host, s.state, s.status]).sort()).toEqual([
+    [a.host, 'up', 'enabled'],
+    [b.host, 'up', 'enabled'],
+  ]);
+});
+
+test('POST /servers goes ACTIVE on one of our agents within 5 s and shows its host; DELETE removes it and its allocation', async () => {
+  const started = Date.now();
+  const id = await stack.api.boot('boot-delete', FLAVOR);
+  const s = await stack.api.waitFor(id, active, 5000);
+  expect(Date.now() - started).toBeLessThan(5000);
+  const host = s?.['OS-EXT-SRV-ATTR:host'] ?? null;
+  expect([a.host, b.host]).toContain(host);
+  await expectOnlyOn(id, host);
+
+  await stack.api.ok('DELETE', `/servers/${id}`);
+  await stack.api.waitFor(id, (x) => x === undefined, 30_000);
+  expect(await allocationsOf(id)).toEqual({});
+});
+
+test('cold migration with confirm: ACTIVE on the other host, allocations there only', async () => {
+  const id = await stack.api.boot('cold-confirm', FLAVOR);
+  const source = (await stack.api.waitFor(id, active))?.['OS-EXT-SRV-ATTR:host'] ?? null;
+  await stack.api.action(id, { migrate: null });
+  const resized = await stack.api.waitFor(id, (s) => s?.status === 'VERIFY_RESIZE');
+  expect(resized?.['OS-EXT-SRV-ATTR:host']).toBe(other(source).host);
+  // While unconfirmed the migration holds the source and the instance the destination.
+  const [mig] = await stack.api.migrations(id);
+  expect(mig).toMatchObject({ status: 'finished', source_compute: source, dest_compute: other(source).host });
+
+  await stack.api.action(id, { confirmResize: null });
+  const done = await stack.api.waitFor(id, active);
+  expect(done?.['OS-EXT-SRV-ATTR:host']).toBe(other(source).host);
+  await expectOnlyOn(id, other(source).host);
+  expect((await stack.api.migrations(id))[0]?.status).toBe('confirmed');
+  await stack.api.ok('DELETE', `/servers/${id}`);
+  await stack.api.waitFor(id, (x) => x === undefined, 30_000);
+  expect(await allocationsOf(id)).toEqual({});
+});
+
+test('cold migration with revert: ACTIVE on the source again, allocations back there', async () => {
+  const id = await stack.api.boot('cold-revert', FLAVOR);
+  const source = (await stack.api.waitFor(id, active))?.['OS-EXT-SRV-ATTR:host'] ?? null;
+  await stack.api.action(id, { migrate: null });
+  await stack.api.waitFor(id, (s) => s?.status === 'VERIFY_RESIZE');
+  await stack.api.action(id, { revertResize: null });
+  const done = await stack.api.waitFor(id, active);
+  expect(done?.['OS-EXT-SRV-ATTR:host']).toBe(source);
+  await expectOnlyOn(id, source);
+  expect((await stack.api.migrations(id))[0]?.status).toBe('reverted');
+  await stack.api.ok('DELETE', `/servers/${id}`);
+  await stack.api.waitFor(id, (x) => x === undefined, 30_000);
+});
+
+test('live migration (os-migrateLive): ACTIVE on the other host, allocations there only', async () => {
+  const id = await stack.api.boot('live', FLAVOR);
+  const source = (await stack.api.waitFor(id, active))?.['OS-EXT-SRV-ATTR:host'] ?? null;
+  await stack.api.action(id, { 'os-migrateLive': { host: null, block_migration: 'auto' } }, '2.30');
+  const done = await stack.api.waitFor(id, (s) => active(s) && s?.['OS-EXT-SRV-ATTR:host'] !== source);
+  expect(done?.['OS-EXT-SRV-ATTR:host']).toBe(other(source).host);
+  await expectOnlyOn(id, other(source).host);
+  const migs = await stack.api.migrations(id);
+  expect(migs.find((m) => m.migration_type === 'live-migration')?.status).toBe('completed');
+  await stack.api.ok('DELETE', `/servers/${id}`);
+  await stack.api.waitFor(id, (x) => x === undefined, 30_000);
+});
+
+test(`os-services: a killed agent is down after service_down_time (${SERVICE_DOWN_TIME} s here), up again after it restarts`, async () => {
+  const state = async (): Promise<string | undefined> => (await stack.api.services()).find((s) => s.host === b.host && s.binary === 'nova-compute')?.state;
+  expect(await state()).toBe('up');
+  await b.kill();
+  const killed = Date.now();
+  while ((await state()) === 'up') {
+    if (Date.now() - killed > (SERVICE_DOWN_TIME + 30) * 1000) throw new Error('still up long after service_down_time');
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  // nova's rule: down once the last heartbeat is older than service_down_time.
+  expect(Date.now() - killed).toBeGreaterThanOrEqual((SERVICE_DOWN_TIME - 3) * 1000);
+  expect(await state()).toBe('down');
+  await b.start();
+  const restarted = Date.now();
+  while ((await state()) !== 'up') {
+    if (Date.now() - restarted > 30_000) throw new Error('not up again after the restart');
+    await new Promise((r) => setTimeout(r, 500));
+  }
+});
