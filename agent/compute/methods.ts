@@ -8,7 +8,7 @@
  * agent messages through it in-process.
  */
 import type { LiveMigrateData } from '../../virt-drivers/types';
-import { ArgumentError, decodeDict, decodeFlavor, decodeInstance, decodeMigration, unwrap } from './decode';
+import { ArgumentError, decodeDict, decodeFlavor, decodeInstance, decodeMigration, unwrap, type DecodedMigration } from './decode';
 import { LiveFlows } from './live';
 import type { ComputeManager } from './manager';
 import type { RequestContext } from './ports';
@@ -50,6 +50,17 @@ function claimedFor(args: Readonly<Record<string, unknown>>, host: string): bool
   });
 }
 
+/**
+ * The migration of a request sent to its destination: nova's conductor creates the Migration
+ * before the scheduler has picked the destination, so `dest_compute` may still be empty; it is
+ * this host.
+ */
+function migrationTo(v: unknown, host: string): DecodedMigration {
+  const raw = unwrap(v);
+  if (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && !(raw as { dest_compute?: unknown }).dest_compute) return decodeMigration({ ...raw, dest_compute: host });
+  return decodeMigration(v);
+}
+
 export function computeMethods(m: ComputeManager): ComputeMethod[] {
   const resize = new ResizeFlows(m);
   const live = new LiveFlows(m);
@@ -81,17 +92,14 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     method('prep_resize', async (a, ctx) => {
       const inst = decodeInstance(a.instance);
       const vmState = (unwrap(a.instance) as { vm_state?: unknown }).vm_state;
-      // nova's conductor creates the migration before it knows the destination: that is this host.
-      const raw = unwrap(a.migration) as { dest_compute?: unknown } | undefined;
-      const migration = decodeMigration(raw && typeof raw === 'object' && !raw.dest_compute ? { ...raw, dest_compute: host } : a.migration);
-      await resize.prepResize(inst, decodeFlavor(a.flavor), migration, ctx, typeof vmState === 'string' ? vmState : undefined);
+      await resize.prepResize(inst, decodeFlavor(a.flavor), migrationTo(a.migration, host), ctx, typeof vmState === 'string' ? vmState : undefined);
     }),
     method('resize_instance', (a, ctx) => resize.resizeInstance(uuidOf(a), decodeMigration(a.migration), decodeFlavor(a.flavor), ctx)),
     method('finish_resize', (a, ctx) => resize.finishResize(uuidOf(a), decodeMigration(a.migration), typeof a.disk_info === 'string' ? a.disk_info : '', ctx)),
     method('confirm_resize', (a, ctx) => resize.confirmResize(uuidOf(a), decodeMigration(a.migration), ctx)),
     method('revert_resize', (a, ctx) => resize.revertResize(uuidOf(a), decodeMigration(a.migration), ctx)),
     method('finish_revert_resize', (a, ctx) => resize.finishRevertResize(uuidOf(a), decodeMigration(a.migration), ctx)),
-    method('check_can_live_migrate_destination', (a, ctx) => live.checkDestination(decodeInstance(a.instance), decodeMigration(a.migration), ctx)),
+    method('check_can_live_migrate_destination', (a, ctx) => live.checkDestination(decodeInstance(a.instance), migrationTo(a.migration, host), ctx)),
     method('check_can_live_migrate_source', (a) => live.checkSource(uuidOf(a), migrateData(a.dest_check_data, 'dest_check_data')), { journaled: false }),
     method('live_migration', (a, ctx) => {
       const mig = decodeMigration({ ...(unwrap(a.migration) as object), dest_compute: typeof a.dest === 'string' ? a.dest : (unwrap(a.migration) as { dest_compute?: unknown }).dest_compute });

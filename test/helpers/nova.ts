@@ -92,7 +92,7 @@ export class NovaAgent {
     writeFileSync(
       this.file,
       `[DEFAULT]\nhost = ${host}\nstate_path = ${join(this.dir, 'state')}\ntransport_url = ${transportUrl}\ncontrol_exchange = nova\n` +
-        `control_plane = nova\nreport_interval = 2\nupdate_resources_interval = -1\ngraceful_shutdown_timeout = 5\nrpc_response_timeout = 30\n` +
+        `control_plane = nova\nreport_interval = 4\nupdate_resources_interval = -1\ngraceful_shutdown_timeout = 5\nrpc_response_timeout = 30\n` +
         `reserved_host_memory_mb = 0\n[placement]\nendpoint_override = ${PLACEMENT_URL}\n[metrics]\nlisten =\n` +
         `[fake]\nhost_file = ${hostFile}\ninstances_file = ${join(this.dir, 'state', 'fake-instances.json')}\n${extra}`,
       { mode: 0o600 },

@@ -11,7 +11,7 @@ import { deleteTree, placementClient } from '../../helpers/placement';
 jest.setTimeout(600_000);
 
 // nova calls a service down after service_down_time without a heartbeat (60 s by default); 15 s
-// here keeps the down/up check short. The agents beat every 2 s.
+// here keeps the down/up check short. The agents beat every 4 s.
 const SERVICE_DOWN_TIME = 15;
 const FLAVOR = 'ca-tiny';
 const placement = placementClient();
