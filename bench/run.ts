@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { machine, markdownTable, RESULTS_DIR, writeResult, type BenchOptions, type BenchResult } from './lib';
 import { runComputeBench } from './compute';
 import { benchDiscovery } from './discovery';
+import { runFleetBench } from './fleet';
 import { runFootprintBench } from './footprint';
 import { runPlacementSyncBench } from './placement-sync';
 import { runRpcBench } from './rpc';
@@ -36,6 +37,7 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
   compute: runComputeBench,
   rpc: (opts) => runRpcBench({ quick: opts.quick }),
   footprint: runFootprintBench,
+  fleet: runFleetBench,
 };
 
 async function main(): Promise<void> {

@@ -1,0 +1,118 @@
+/**
+ * Fleet simulation (issue 9, item 6): N simulated hosts (the real tracker and auditor over the
+ * fake driver, sharded over child processes) against one real Placement on PostgreSQL with several
+ * uwsgi workers, while a scheduler-style claimer allocates until the fleet is full. Reports time to
+ * converge, Placement requests per host per minute in steady state, the agents' and the claimer's
+ * 409 rates, and over-allocations (which must be 0). `bench/fleet/run.ts` has the phases.
+ *
+ * Flags (after `npm run bench --`): `--fleet-hosts=N` (200; 10 with --quick; 1000 is the big run),
+ * `--fleet-shards=N` child processes (4), `--fleet-interval=S` compressed audit interval (10; must
+ * divide 60), `--fleet-window=S` steady window (30), `--fleet-claimers=N` claimer workers (4),
+ * `--fleet-claim-seconds=S` longest claim phase (60), `--fleet-placement-workers=N` uwsgi
+ * processes (4). Placement runs privately on 127.0.0.1:$BENCH_FLEET_PLACEMENT_PORT (18790), database
+ * placement_18790, and is stopped at the end; the default dev stack is not touched.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
+import { measuredPerHostPerMinute, novaEstimate, percent, perHostPerMinute, REAL_INTERVAL_SECONDS } from './fleet/report';
+import { runFleet, type FleetOutcome } from './fleet/run';
+
+const PORT = Number(process.env.BENCH_FLEET_PLACEMENT_PORT ?? '18790');
+const STACK = join(__dirname, '..', '..', 'scripts', 'stack');
+
+function flag(name: string, fallback: number): number {
+  const arg = process.argv.find((a) => a.startsWith(`--${name}=`));
+  if (!arg) return fallback;
+  const n = Number(arg.slice(name.length + 3));
+  if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} must be a whole number, not ${arg}`);
+  return n;
+}
+
+function stackEnv(workers: number, hosts: number): NodeJS.ProcessEnv {
+  // A first sync of every host at once opens hundreds of connections; uwsgi's default backlog
+  // of 100 resets the rest. The kernel caps the backlog at somaxconn.
+  const somaxconn = Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8').trim()) || 128;
+  return {
+    ...process.env,
+    PLACEMENT_PORT: String(PORT),
+    STACK_DIR: '/tmp/compute-agent-bench-stack',
+    PLACEMENT_DB: 'postgres',
+    PLACEMENT_WORKERS: String(workers),
+    PLACEMENT_LISTEN: String(Math.min(somaxconn, Math.max(128, 2 * hosts))),
+  };
+}
+
+function stack(env: NodeJS.ProcessEnv, ...args: string[]): void {
+  try {
+    execFileSync('bash', [STACK, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  } catch (e) {
+    const stderr = (e as { stderr?: Buffer }).stderr?.toString().trim().split('\n').pop() ?? '';
+    throw new Error(`scripts/stack ${args.join(' ')} failed: ${stderr}`);
+  }
+}
+
+/** The outcome as table rows. */
+export function fleetRows(r: FleetOutcome, o: { interval: number; window: number; placementWorkers: number; claimers: number }): BenchRow[] {
+  const s = `fleet, ${r.hosts} hosts`;
+  const nova = novaEstimate(r.providersPerHost, r.hosts);
+  const steady = perHostPerMinute(r.steady.agents.requests, r.steady.audits);
+  const claiming = perHostPerMinute(r.claimPhase.agents.requests, r.claimPhase.audits);
+  const agentWrites = r.convergePhase.agents.writes + r.claimPhase.agents.writes + r.steady.agents.writes;
+  const agentConflicts = r.convergePhase.agents.conflicts + r.claimPhase.agents.conflicts + r.steady.agents.conflicts;
+  const scaled = `audits every ${o.interval} s for ${o.window} s (${r.steady.audits} audits), scaled to one audit per ${REAL_INTERVAL_SECONDS} s`;
+  return [
+    { scenario: s, metric: 'setup', value: `${r.providersPerHost} providers per host, ${r.shards || 'no'} child processes, Placement on PostgreSQL with ${o.placementWorkers} uwsgi workers, claimer with ${o.claimers} workers` },
+    { scenario: s, metric: 'time to converge (every tree in Placement)', value: `${round(r.convergeSeconds)} s${r.converged ? '' : ' (NOT converged)'}` },
+    {
+      scenario: s,
+      metric: 'first sync: requests per host (reads/writes), retries',
+      value: `${round(r.convergePhase.agents.reads / r.hosts)}/${round(r.convergePhase.agents.writes / r.hosts)}, ${r.firstSyncRetries} retries, ${r.firstSyncFailed} failed`,
+    },
+    {
+      scenario: s,
+      metric: `Placement requests / host / min, steady (${scaled})`,
+      value: round(steady, 2),
+      goal: '<= 1',
+      baseline: `${round(nova.perHostPerMinute, 1)} (${nova.derivation})`,
+    },
+    { scenario: s, metric: `as measured at the ${o.interval} s interval`, value: `${round(measuredPerHostPerMinute(r.steady.agents.requests, r.hosts, r.steady.seconds), 1)} req/host/min, ${r.steady.agents.writes} writes` },
+    { scenario: s, metric: 'Placement requests / host / min while claims land (same scaling)', value: round(claiming, 2) },
+    { scenario: s, metric: "agents' 409s / writes (whole run)", value: `${agentConflicts} / ${agentWrites} (${percent(agentConflicts, agentWrites)} %)` },
+    {
+      scenario: s,
+      metric: `claimer: ${r.claimer.claimed} claims in ${round(r.claimPhase.seconds)} s (${round(r.claimer.claimed / r.claimPhase.seconds)}/s), ${r.hostsFull} of ${r.hosts} hosts full; 409s / allocation writes`,
+      value: `${r.claimer.conflicts} / ${r.claimer.puts} (${percent(r.claimer.conflicts, r.claimer.puts)} %), ${r.claimer.gaveUp} gave up`,
+    },
+    { scenario: s, metric: `over-allocations (usage > (total - reserved) x ratio, ${r.providersChecked} providers)`, value: r.overAllocations.length, goal: '0' },
+    { scenario: s, metric: 'scenario wall time', value: round(r.wallSeconds), unit: 's' },
+  ];
+}
+
+export async function runFleetBench(opts: BenchOptions): Promise<BenchResult> {
+  const hosts = flag('fleet-hosts', opts.quick ? 10 : 200);
+  const placementWorkers = flag('fleet-placement-workers', 4);
+  const interval = flag('fleet-interval', opts.quick ? 5 : 10);
+  const window = flag('fleet-window', opts.quick ? 10 : 30);
+  const claimers = flag('fleet-claimers', 4);
+  const env = stackEnv(placementWorkers, hosts);
+  stack(env, 'up', 'placement');
+  try {
+    stack(env, 'purge-placement');
+    const r = await runFleet({
+      hosts,
+      shards: flag('fleet-shards', opts.quick ? 1 : 4),
+      placementUrl: `http://127.0.0.1:${PORT}`,
+      auditInterval: interval,
+      windowSeconds: window,
+      claimers,
+      claimSeconds: flag('fleet-claim-seconds', opts.quick ? 30 : 60),
+      log: (line) => process.stderr.write(`${line}\n`),
+    });
+    const { overAllocations, ...rest } = r;
+    return { name: 'fleet', rows: fleetRows(r, { interval, window, placementWorkers, claimers }), details: { ...rest, overAllocations: overAllocations.slice(0, 20), placementWorkers, interval, window } };
+  } finally {
+    stack(env, 'down', 'placement');
+  }
+}
