@@ -9,7 +9,7 @@
  * `--fleet-shards=N` child processes (4), `--fleet-interval=S` compressed audit interval (10; must
  * divide 60), `--fleet-window=S` steady window (30), `--fleet-claimers=N` claimer workers (4),
  * `--fleet-claim-seconds=S` longest claim phase (60), `--fleet-placement-workers=N` uwsgi
- * processes (4). Placement runs privately on 127.0.0.1:$BENCH_FLEET_PLACEMENT_PORT (18790), database
+ * processes (4), `--fleet-drift-every=N` every Nth host grows its disk as claims start (4; 0 none). Placement runs privately on 127.0.0.1:$BENCH_FLEET_PLACEMENT_PORT (18790), database
  * placement_18790, and is stopped at the end; the default dev stack is not touched.
  */
 import { execFileSync } from 'node:child_process';
@@ -59,8 +59,9 @@ export function fleetRows(r: FleetOutcome, o: { interval: number; window: number
   const nova = novaEstimate(r.providersPerHost, r.hosts);
   const steady = perHostPerMinute(r.steady.agents.requests, r.steady.audits);
   const claiming = perHostPerMinute(r.claimPhase.agents.requests, r.claimPhase.audits);
-  const agentWrites = r.convergePhase.agents.writes + r.claimPhase.agents.writes + r.steady.agents.writes;
-  const agentConflicts = r.convergePhase.agents.conflicts + r.claimPhase.agents.conflicts + r.steady.agents.conflicts;
+  const phases = [r.convergePhase, r.claimPhase, r.settle, r.steady];
+  const agentWrites = phases.reduce((n, p) => n + p.agents.writes, 0);
+  const agentConflicts = phases.reduce((n, p) => n + p.agents.conflicts, 0);
   const scaled = `audits every ${o.interval} s for ${o.window} s (${r.steady.audits} audits), scaled to one audit per ${REAL_INTERVAL_SECONDS} s`;
   return [
     { scenario: s, metric: 'setup', value: `${r.providersPerHost} providers per host, ${r.shards || 'no'} child processes, Placement on PostgreSQL with ${o.placementWorkers} uwsgi workers, claimer with ${o.claimers} workers` },
@@ -79,7 +80,7 @@ export function fleetRows(r: FleetOutcome, o: { interval: number; window: number
     },
     { scenario: s, metric: `as measured at the ${o.interval} s interval`, value: `${round(measuredPerHostPerMinute(r.steady.agents.requests, r.hosts, r.steady.seconds), 1)} req/host/min, ${r.steady.agents.writes} writes` },
     { scenario: s, metric: 'Placement requests / host / min while claims land (same scaling)', value: round(claiming, 2) },
-    { scenario: s, metric: "agents' 409s / writes (whole run)", value: `${agentConflicts} / ${agentWrites} (${percent(agentConflicts, agentWrites)} %)` },
+    { scenario: s, metric: `agents' 409s / writes (whole run; ${r.claimPhase.drifted} hosts change inventory while claims land)`, value: `${agentConflicts} / ${agentWrites} (${percent(agentConflicts, agentWrites)} %)` },
     {
       scenario: s,
       metric: `claimer: ${r.claimer.claimed} claims in ${round(r.claimPhase.seconds)} s (${round(r.claimer.claimed / r.claimPhase.seconds)}/s), ${r.hostsFull} of ${r.hosts} hosts full; 409s / allocation writes`,
@@ -107,6 +108,7 @@ export async function runFleetBench(opts: BenchOptions): Promise<BenchResult> {
       auditInterval: interval,
       windowSeconds: window,
       claimers,
+      driftEvery: flag('fleet-drift-every', 4),
       claimSeconds: flag('fleet-claim-seconds', opts.quick ? 30 : 60),
       log: (line) => process.stderr.write(`${line}\n`),
     });

@@ -45,6 +45,7 @@ export interface HostGroupOptions {
 
 interface FleetHost {
   readonly name: string;
+  readonly hostFile: string;
   readonly rootUuid: string;
   readonly tracker: ResourceTracker;
   readonly auditor: Auditor;
@@ -65,7 +66,7 @@ export interface AuditStats {
   readonly failures: number;
 }
 
-function writeHostFiles(dir: string, name: string, placementUrl: string): string {
+function writeHostFiles(dir: string, name: string, placementUrl: string): { file: string; hostFile: string } {
   const hostDir = join(dir, name);
   mkdirSync(join(hostDir, 'state'), { recursive: true });
   const hostFile = join(hostDir, 'host.json');
@@ -78,7 +79,7 @@ function writeHostFiles(dir: string, name: string, placementUrl: string): string
       `[fake]\nhost_file = ${hostFile}\ninstances_file = ${join(hostDir, 'state', 'fake-instances.json')}\n`,
     { mode: 0o600 },
   );
-  return file;
+  return { file, hostFile };
 }
 
 export class HostGroup {
@@ -97,7 +98,8 @@ export class HostGroup {
     const logger = silentLogger();
     for (let i = opts.first; i < opts.first + opts.count; i++) {
       const name = `${opts.prefix}-${String(i).padStart(4, '0')}`;
-      const config = loadConfig({ files: [writeHostFiles(opts.dir, name, opts.placementUrl)], env: {} }).config;
+      const { file, hostFile } = writeHostFiles(opts.dir, name, opts.placementUrl);
+      const config = loadConfig({ files: [file], env: {} }).config;
       const counter = new RequestCounter();
       const api = placementFromConfig(config, counter);
       const driver = createDriver({ config, logger });
@@ -109,7 +111,7 @@ export class HostGroup {
           else group?.countAudit(true);
         },
       });
-      hosts.push({ name, rootUuid: parts.rootUuid, tracker: parts.tracker, auditor: parts.auditor, counter });
+      hosts.push({ name, hostFile, rootUuid: parts.rootUuid, tracker: parts.tracker, auditor: parts.auditor, counter });
     }
     group = new HostGroup(opts, hosts);
     return group;
@@ -160,6 +162,22 @@ export class HostGroup {
   /** Providers per host as the first host's tracker knows them (all hosts are alike). */
   providersPerHost(): number {
     return this.hosts[0]?.tracker.ourProviders().length ?? 0;
+  }
+
+  /**
+   * Grows the disk of every `every`-th host by 10 % (an operator extends a volume): its next audit
+   * writes the root's inventory while claims land on it, so the generation it writes with can be
+   * stale. Growth, not shrinkage, so no write can fail for inventory in use.
+   * @returns how many hosts changed
+   */
+  drift(every: number): number {
+    let n = 0;
+    this.hosts.forEach((h, i) => {
+      if (every <= 0 || i % every !== 0) return;
+      writeFileSync(h.hostFile, JSON.stringify({ ...FLEET_HOST, disk: { total_gb: Math.round(FLEET_HOST.disk.total_gb * 1.1) } }));
+      n++;
+    });
+    return n;
   }
 
   /** Starts every host's periodic audit (node-cron, per-host offset), as the daemon does. */

@@ -5,7 +5,8 @@
  * 2. t0: every host's first sync at once while the claimer starts claiming; each shard starts its
  *    hosts' periodic audits (compressed interval) as soon as its first syncs are done, as the daemon
  *    does; converged = every host's first sync done, checked against Placement's provider list;
- * 3. the claimer claims until the fleet is full (or `claimSeconds` pass);
+ * 3. the claimer claims until the fleet is full (or `claimSeconds` pass); as it starts, some hosts
+ *    grow their disk, so their agents write inventory while claims land on the same providers;
  * 4. steady state: claims stopped, one interval to settle, then a window of audits only;
  * 5. audits stopped; every provider's usages checked against its capacity.
  */
@@ -34,6 +35,8 @@ export interface FleetOptions {
   /** The claim phase ends when the fleet is full or after this long. */
   readonly claimSeconds: number;
   readonly claimLimit?: number;
+  /** Every `driftEvery`-th host grows its disk as claims start (0: none), so agents write under claims. */
+  readonly driftEvery?: number;
   readonly log?: (line: string) => void;
 }
 
@@ -56,7 +59,9 @@ export interface FleetOutcome {
   /** t0 to convergence: first syncs, with the claimer already running. */
   readonly convergePhase: PhaseTraffic;
   /** Convergence to the end of the claims. */
-  readonly claimPhase: PhaseTraffic & { readonly fleetFull: boolean };
+  readonly claimPhase: PhaseTraffic & { readonly fleetFull: boolean; readonly drifted: number };
+  /** One audit interval after the claims, before the window (the last drifted hosts write here). */
+  readonly settle: PhaseTraffic;
   readonly claimer: ClaimerStats;
   readonly claimerTraffic: Traffic;
   readonly steady: PhaseTraffic;
@@ -150,16 +155,18 @@ export async function runFleet(o: FleetOptions): Promise<FleetOutcome> {
 
     const tc = Date.now();
     claimer.ready();
+    const drifted = (await Promise.all(shards.map((s) => s.drift(o.driftEvery ?? 0)))).reduce((a, b) => a + b, 0);
     let timer: NodeJS.Timeout | undefined;
     const fleetFull = await Promise.race([claimer.full.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), o.claimSeconds * 1000)))]);
     clearTimeout(timer);
     const claimerStats = await claimer.stop();
-    const claimPhase = { ...(await phase(shards, tc)), fleetFull };
+    const claimPhase = { ...(await phase(shards, tc)), fleetFull, drifted };
     log(`fleet: ${claimerStats.claimed} claims in ${claimPhase.seconds.toFixed(1)} s (full=${fleetFull}); steady window`);
 
     // One interval for every host to audit once after the last claim, then the window.
+    const tt = Date.now();
     await sleep(o.auditInterval * 1000);
-    await collect(shards, true);
+    const settle = await phase(shards, tt);
     const ts = Date.now();
     await sleep(o.windowSeconds * 1000);
     const steady = await phase(shards, ts);
@@ -179,6 +186,7 @@ export async function runFleet(o: FleetOptions): Promise<FleetOutcome> {
       firstSyncFailed: reports.reduce((n, r) => n + r.failed.length, 0),
       convergePhase,
       claimPhase,
+      settle,
       claimer: claimerStats,
       claimerTraffic: traffic(claimerCounter.snapshot()),
       steady,

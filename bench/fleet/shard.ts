@@ -19,6 +19,8 @@ export interface FleetShard {
   firstSync(): Promise<FirstSyncReport>;
   providersPerHost(): Promise<number>;
   startAudits(intervalSeconds: number): Promise<void>;
+  /** Changes every `every`-th host's inventory (see HostGroup.drift); how many changed. */
+  drift(every: number): Promise<number>;
   stopAudits(): Promise<void>;
   counts(reset: boolean): Promise<ShardCounts>;
   close(): Promise<void>;
@@ -46,6 +48,9 @@ export class LocalShard implements FleetShard {
     this.g.startAudits(intervalSeconds);
     return Promise.resolve();
   }
+  drift(every: number): Promise<number> {
+    return Promise.resolve(this.g.drift(every));
+  }
   stopAudits(): Promise<void> {
     return this.g.stopAudits();
   }
@@ -57,7 +62,7 @@ export class LocalShard implements FleetShard {
   }
 }
 
-type Op = 'init' | 'firstSync' | 'providersPerHost' | 'startAudits' | 'stopAudits' | 'counts' | 'close';
+type Op = 'init' | 'firstSync' | 'providersPerHost' | 'startAudits' | 'drift' | 'stopAudits' | 'counts' | 'close';
 
 interface Request {
   readonly id: number;
@@ -114,6 +119,9 @@ export class ChildShard implements FleetShard {
   startAudits(intervalSeconds: number): Promise<void> {
     return this.call('startAudits', intervalSeconds);
   }
+  drift(every: number): Promise<number> {
+    return this.call('drift', every);
+  }
   stopAudits(): Promise<void> {
     return this.call('stopAudits');
   }
@@ -142,6 +150,8 @@ function serve(): void {
         return shard.providersPerHost();
       case 'startAudits':
         return shard.startAudits(Number(req.arg));
+      case 'drift':
+        return shard.drift(Number(req.arg));
       case 'stopAudits':
         return shard.stopAudits();
       case 'counts':
