@@ -64,7 +64,16 @@ export class NovaStack {
   }
 }
 
-/** A compute agent in nova mode as a child process; `extra` is appended to its config file. */
+/** Seconds between the test agents' heartbeats (`[DEFAULT] report_interval`). */
+export const REPORT_INTERVAL = 4;
+
+/** Config lines for one agent: `defaults` go into [DEFAULT], `sections` at the end of the file. */
+export interface AgentConfLines {
+  readonly defaults?: string;
+  readonly sections?: string;
+}
+
+/** A compute agent in nova mode as a child process (fake driver unless `conf` says otherwise). */
 export class NovaAgent {
   readonly dir = mkdtempSync(join(tmpdir(), 'ca-nova-agent-'));
   readonly file = join(this.dir, 'agent.conf');
@@ -75,7 +84,7 @@ export class NovaAgent {
     readonly host: string,
     transportUrl: string,
     host_facts: { vcpus: number; memory_mb: number; disk_gb: number },
-    extra = '',
+    conf: AgentConfLines = {},
   ) {
     mkdirSync(join(this.dir, 'state'));
     const hostFile = join(this.dir, 'host.json');
@@ -92,9 +101,10 @@ export class NovaAgent {
     writeFileSync(
       this.file,
       `[DEFAULT]\nhost = ${host}\nstate_path = ${join(this.dir, 'state')}\ntransport_url = ${transportUrl}\ncontrol_exchange = nova\n` +
-        `control_plane = nova\nreport_interval = 4\nupdate_resources_interval = -1\ngraceful_shutdown_timeout = 5\nrpc_response_timeout = 30\n` +
-        `reserved_host_memory_mb = 0\n[placement]\nendpoint_override = ${PLACEMENT_URL}\n[metrics]\nlisten =\n` +
-        `[fake]\nhost_file = ${hostFile}\ninstances_file = ${join(this.dir, 'state', 'fake-instances.json')}\n${extra}`,
+        `control_plane = nova\nreport_interval = ${REPORT_INTERVAL}\nupdate_resources_interval = -1\ngraceful_shutdown_timeout = 5\nrpc_response_timeout = 30\n` +
+        `reserved_host_memory_mb = 0\ninstances_path = ${join(this.dir, 'instances')}\n${conf.defaults ?? ''}\n` +
+        `[placement]\nendpoint_override = ${PLACEMENT_URL}\n[metrics]\nlisten =\n` +
+        `[fake]\nhost_file = ${hostFile}\ninstances_file = ${join(this.dir, 'state', 'fake-instances.json')}\n${conf.sections ?? ''}`,
       { mode: 0o600 },
     );
   }
