@@ -18,13 +18,13 @@ import type { DecodedMigration } from '../compute/decode';
 import type { Flavor, InstanceRecord, MigrationRecord } from '../compute/model';
 import type { RequestContext } from '../compute/ports';
 import type { Logger } from '../logging/logger';
-import type { ConductorClient } from '../rpc/conductor';
+import type { Conductor } from '../rpc/conductor';
 import { applyUpdates, isPrimitive, novaTime, primitive, withChanges, type Primitive } from './objects';
 
 type Fields = Readonly<Record<string, unknown>>;
 
 export interface NovaControlPlaneOptions {
-  readonly conductor: ConductorClient;
+  readonly conductor: Conductor;
   readonly host: string;
   readonly logger: Logger;
   readonly now?: () => Date;

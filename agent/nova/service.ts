@@ -14,7 +14,7 @@
  * A failed heartbeat is logged and retried on the next tick; it never stops the agent.
  */
 import type { Logger } from '../logging/logger';
-import { ConductorError, type ConductorClient } from '../rpc/conductor';
+import { ConductorError, type Conductor } from '../rpc/conductor';
 import { serviceContext } from '../rpc/context';
 import { applyUpdates, dataOf, isPrimitive, primitive, type Primitive } from './objects';
 
@@ -34,7 +34,7 @@ export interface ComputeNodeFacts {
 }
 
 export interface NovaServiceOptions {
-  readonly conductor: ConductorClient;
+  readonly conductor: Conductor;
   readonly host: string;
   readonly serviceVersion: number;
   readonly reportIntervalMs: number;

@@ -47,8 +47,16 @@ export interface ConductorOptions {
   readonly versions: Readonly<Record<string, string>>;
 }
 
+/** What nova mode needs from nova-conductor and the schedulers (tests use an in-memory one). */
+export interface Conductor {
+  ping(ctx: RpcContext, timeoutMs?: number): Promise<void>;
+  classAction(ctx: RpcContext, objname: string, method: string, args: readonly unknown[], kwargs?: Readonly<Record<string, unknown>>): Promise<unknown>;
+  objectAction(ctx: RpcContext, objinst: Readonly<Record<string, unknown>>, method: string, args?: readonly unknown[], kwargs?: Readonly<Record<string, unknown>>): Promise<ObjectActionReply>;
+  schedulerFanout(ctx: RpcContext, method: string, args: Readonly<Record<string, unknown>>): Promise<void>;
+}
+
 /** Ownership: borrows the RPC client. Concurrency: any number of calls at once. */
-export class ConductorClient {
+export class ConductorClient implements Conductor {
   constructor(private readonly o: ConductorOptions) {}
 
   /** `baseapi` ping: resolves once a conductor answers. */

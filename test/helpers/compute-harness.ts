@@ -4,6 +4,7 @@
  * route agent-to-agent casts and calls straight into the other manager's method table. Casts run
  * asynchronously, in order per instance, like messages on a queue.
  */
+import type { ControlPlane } from '../../agent/compute/control-plane';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -100,7 +101,7 @@ export interface HarnessHost {
   readonly notifier: MemoryNotifier;
 }
 
-export async function makeHost(name: string, api: PlacementApi, peers: InProcessPeers, logger: Logger = silentLogger()): Promise<HarnessHost> {
+export async function makeHost(name: string, api: PlacementApi, peers: InProcessPeers, logger: Logger = silentLogger(), controlPlane?: ControlPlane): Promise<HarnessHost> {
   const dir = mkdtempSync(join(tmpdir(), `ca-${name}-`));
   const hostFile = join(dir, 'host.json');
   writeFileSync(hostFile, JSON.stringify(HOST_FILE));
@@ -116,7 +117,7 @@ export async function makeHost(name: string, api: PlacementApi, peers: InProcess
   await tracker.updateFromDriver();
   const store = new MemoryStore();
   const notifier = new MemoryNotifier();
-  const manager = new ComputeManager({ host: name, driver, tracker, api, store, peers, notifier, logger });
+  const manager = new ComputeManager({ host: name, driver, tracker, api, store, peers, notifier, logger, ...(controlPlane ? { controlPlane } : {}) });
   peers.register(name, computeMethods(manager));
   return { name, rootUuid, driver, tracker, manager, store, notifier };
 }

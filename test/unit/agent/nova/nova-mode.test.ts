@@ -1,0 +1,114 @@
+// Nova mode against an in-memory conductor that applies nova's rules (only `changes` are
+// written, expected_task_state is checked): registration, heartbeats, and the compute flows'
+// steps written as nova-compute writes them, on a mocked Placement with scheduler claims.
+import nock from 'nock';
+import { randomUUID } from 'node:crypto';
+import { silentLogger } from '../../../../agent/logging/logger';
+import { NovaControlPlane } from '../../../../agent/nova/control-plane';
+import { NovaService } from '../../../../agent/nova/service';
+import { NoAuth } from '../../../../tracker/placement/auth';
+import { PlacementClient } from '../../../../tracker/placement/client';
+import { PlacementHttp } from '../../../../tracker/placement/http';
+import { FakeConductor } from '../../../helpers/fake-conductor';
+import { FLAVOR, InProcessPeers, makeHost, type HarnessHost } from '../../../helpers/compute-harness';
+import { MockPlacement } from '../../../helpers/mock-placement';
+
+const CTX = { request_id: 'req-nova-test', is_admin: false };
+const FACTS = { vcpus: 16, memory_mb: 32768, local_gb: 200, cpu_allocation_ratio: 4, ram_allocation_ratio: 1, disk_allocation_ratio: 1, hypervisor_type: 'fake', hypervisor_version: 1 };
+
+afterEach(() => nock.cleanAll());
+
+describe('nova service registration', () => {
+  const service = (c: FakeConductor): NovaService => new NovaService({ conductor: c, host: 'cmp-1', serviceVersion: 64, reportIntervalMs: 60_000, logger: silentLogger() });
+
+  test('creates the Service (nova-compute, topic compute, version) and a ComputeNode with our root uuid and real capacity', async () => {
+    const c = new FakeConductor();
+    const s = service(c);
+    expect(await s.register()).toBeUndefined();
+    expect(c.services.get('cmp-1/nova-compute')).toMatchObject({ host: 'cmp-1', binary: 'nova-compute', topic: 'compute', report_count: 0, version: 64 });
+    const root = randomUUID();
+    await s.registerNode(root, FACTS);
+    expect(c.nodes.get('cmp-1/cmp-1')).toMatchObject({ uuid: root, host: 'cmp-1', vcpus: 16, memory_mb: 32768, local_gb: 200, vcpus_used: 0, hypervisor_type: 'fake', cpu_info: '{}' });
+    expect(c.names()).toEqual(['ping', 'Service.get_by_host_and_binary', 'Service.create', 'ComputeNode.get_by_host_and_nodename', 'ComputeNode.get_by_host_and_nodename', 'ComputeNode.create']);
+  });
+
+  test("adopts the uuid of the ComputeNode nova already has, and updates its capacity", async () => {
+    const c = new FakeConductor();
+    await service(c).register();
+    const existing = randomUUID();
+    c.nodes.set('cmp-1/cmp-1', { id: 7, uuid: existing, host: 'cmp-1', hypervisor_hostname: 'cmp-1', vcpus: 1 });
+    const s = service(c);
+    expect(await s.register()).toBe(existing);
+    await s.registerNode(existing, FACTS);
+    expect(c.nodes.get('cmp-1/cmp-1')).toMatchObject({ id: 7, uuid: existing, vcpus: 16 });
+    expect(c.names((x) => x.kind === 'object')).toEqual(['Service.create', 'ComputeNode.save']);
+  });
+
+  test('each heartbeat saves report_count + 1 and nothing else', async () => {
+    const c = new FakeConductor();
+    const s = service(c);
+    await s.register();
+    await s.beat();
+    await s.beat();
+    const saves = c.calls.filter((x) => x.what === 'Service.save');
+    expect(saves.map((x) => x.changes)).toEqual([['report_count'], ['report_count']]);
+    expect(c.services.get('cmp-1/nova-compute')).toMatchObject({ report_count: 2, last_seen_up: expect.any(String) as string });
+  });
+});
+
+describe('compute flows in nova mode', () => {
+  async function setup(): Promise<{ c: FakeConductor; api: PlacementClient; mock: MockPlacement; a: HarnessHost; peers: InProcessPeers }> {
+    const mock = new MockPlacement().install();
+    const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(mock.base) }));
+    const peers = new InProcessPeers();
+    const c = new FakeConductor();
+    const a = await makeHost('host-a', api, peers, silentLogger(), new NovaControlPlane({ conductor: c, host: 'host-a', logger: silentLogger() }));
+    return { c, api, mock, a, peers };
+  }
+
+  test('build: the scheduler claim is verified; nova sees host, node, the task states in order, ACTIVE; events and fanout', async () => {
+    const { c, api, mock, a, peers } = await setup();
+    const uuid = randomUUID();
+    await api.putAllocations(uuid, { allocations: { [a.rootUuid]: { resources: { VCPU: 2, MEMORY_MB: 2048, DISK_GB: 11 } } }, project_id: 'p', user_id: 'u', consumer_generation: null });
+    mock.requests.length = 0;
+    const instance = c.instance({ uuid, display_name: 'vm', project_id: 'p', user_id: 'u', vm_state: 'building', task_state: 'scheduling', host: null, flavor: { ...FLAVOR } });
+    await peers.call(a.name, 'build_and_run_instance', { instance }, CTX);
+    expect(mock.writes()).toEqual([]);
+    expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'active', task_state: null, power_state: 1, host: 'host-a', node: 'host-a', launched_on: 'host-a', launched_at: expect.any(String) as string });
+    const saves = c.calls.filter((x) => x.what === 'Instance.save');
+    expect(saves.map((x) => [x.changes, x.kwargs?.expected_task_state])).toEqual([
+      [['host', 'node', 'launched_on', 'vm_state', 'task_state'], ['scheduling', null]],
+      [['task_state'], [null]],
+      [['vm_state', 'task_state', 'power_state', 'launched_at'], 'spawning'],
+    ]);
+    expect(c.names((x) => x.what.startsWith('InstanceActionEvent') || x.kind === 'fanout')).toEqual(['InstanceActionEvent.event_start', 'update_instance_info', 'InstanceActionEvent.event_finish_with_failure']);
+    // nova finds the instance action by the request's id: the request context goes to the conductor.
+    expect(c.calls.every((x) => x.kind === 'ping' || x.ctx.request_id === 'req-nova-test')).toBe(true);
+  });
+
+  test('a claim that does not match the flavor: ERROR in nova, the claim freed', async () => {
+    const { c, api, mock, a, peers } = await setup();
+    const uuid = randomUUID();
+    await api.putAllocations(uuid, { allocations: { [a.rootUuid]: { resources: { VCPU: 1 } } }, project_id: 'p', user_id: 'u', consumer_generation: null });
+    const instance = c.instance({ uuid, project_id: 'p', user_id: 'u', vm_state: 'building', task_state: 'scheduling', flavor: { ...FLAVOR } });
+    await peers.call(a.name, 'build_and_run_instance', { instance }, CTX);
+    expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'error', task_state: null });
+    expect(mock.consumers.has(uuid)).toBe(false);
+    const finish = c.calls.find((x) => x.what === 'InstanceActionEvent.event_finish_with_failure');
+    expect(String(finish?.kwargs?.exc_val)).toMatch(/does not match the flavor/);
+  });
+
+  test('terminate: saved DELETED, destroyed, the scheduler told, the allocation deleted', async () => {
+    const { c, api, mock, a, peers } = await setup();
+    const uuid = randomUUID();
+    await api.putAllocations(uuid, { allocations: { [a.rootUuid]: { resources: { VCPU: 2, MEMORY_MB: 2048, DISK_GB: 11 } } }, project_id: 'p', user_id: 'u', consumer_generation: null });
+    await peers.call(a.name, 'build_and_run_instance', { instance: c.instance({ uuid, project_id: 'p', user_id: 'u', vm_state: 'building', task_state: 'scheduling', flavor: { ...FLAVOR } }) }, CTX);
+    const row = c.instances.get(uuid) ?? {};
+    await peers.call(a.name, 'terminate_instance', { instance: c.instance({ ...row, task_state: 'deleting' }) }, CTX);
+    expect(c.instances.has(uuid)).toBe(false);
+    const tail = c.names().slice(-5);
+    expect(tail).toEqual(['InstanceActionEvent.event_start', 'Instance.save', 'Instance.destroy', 'delete_instance_info', 'InstanceActionEvent.event_finish_with_failure']);
+    expect(c.calls.find((x) => x.what === 'Instance.save' && x.changes?.includes('terminated_at'))?.changes).toEqual(['vm_state', 'task_state', 'power_state', 'terminated_at']);
+    expect(mock.consumers.has(uuid)).toBe(false);
+  });
+});
