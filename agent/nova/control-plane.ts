@@ -187,7 +187,7 @@ export class NovaControlPlane implements ControlPlane {
 
   /** `Instance.save` from the latest primitive; returns the saved primitive, or undefined without one. */
   private async saveInstance(ctx: RequestContext, uuid: string, save: InstanceSave): Promise<Primitive | undefined> {
-    const base = this.instances.get(uuid);
+    const base = this.instances.get(uuid) ?? (await this.fetchInstance(ctx, uuid));
     if (!base) {
       this.log.warn({ instance: uuid, fields: Object.keys(save.fields) }, 'no Instance object from nova for this instance; save skipped');
       return undefined;
@@ -210,6 +210,20 @@ export class NovaControlPlane implements ControlPlane {
     const obj = withChanges(base, fields);
     const reply = await this.o.conductor.objectAction(this.admin(ctx), obj, 'save');
     this.migrations.set(uuid, applyUpdates(obj, reply.updates));
+  }
+
+  /**
+   * The Instance from nova when no request brought it (a step resumed after a restart: the objects
+   * of requests in flight are not kept across restarts).
+   */
+  private async fetchInstance(ctx: RequestContext, uuid: string): Promise<Primitive | undefined> {
+    const got = await this.o.conductor.classAction(this.admin(ctx), 'Instance', 'get_by_uuid', [uuid], { expected_attrs: ['flavor', 'system_metadata'] }).catch((e: unknown) => {
+      this.log.warn({ instance: uuid, reason: e instanceof Error ? e.message : String(e) }, 'cannot read the Instance from nova');
+      return undefined;
+    });
+    if (!isPrimitive(got, 'Instance')) return undefined;
+    this.instances.set(uuid, got);
+    return got;
   }
 
   /** A field of the latest Instance primitive (nested objects as primitives). */

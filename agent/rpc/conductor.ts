@@ -18,6 +18,12 @@ export const CONDUCTOR_TOPIC = 'conductor';
 const CONDUCTOR_VERSION = '3.0';
 const SCHEDULER_TOPIC = 'scheduler';
 const SCHEDULER_VERSION = '4.2';
+/**
+ * Database failures the conductor rolled back and a retry can clear: a locked SQLite database (the
+ * test plane), a deadlock or a lost connection. The write did not happen, so retrying is safe.
+ */
+const TRANSIENT = new Set(['OperationalError', 'DBConnectionError', 'DBDeadlock']);
+const RETRIES = 3;
 
 /** nova-conductor refused or failed an object call. */
 export class ConductorError extends Error {
@@ -96,11 +102,17 @@ export class ConductorClient implements Conductor {
   }
 
   private async call(ctx: RpcContext, what: string, method: string, args: Readonly<Record<string, unknown>>): Promise<unknown> {
-    try {
-      return await this.o.client.call({ topic: CONDUCTOR_TOPIC, exchange: this.o.exchange, version: CONDUCTOR_VERSION }, method, args, { context: ctx, timeoutMs: this.o.timeoutMs });
-    } catch (e) {
-      if (e instanceof RemoteError) throw new ConductorError(e.className, what, e.remoteMessage, { cause: e });
-      throw e;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.o.client.call({ topic: CONDUCTOR_TOPIC, exchange: this.o.exchange, version: CONDUCTOR_VERSION }, method, args, { context: ctx, timeoutMs: this.o.timeoutMs });
+      } catch (e) {
+        if (!(e instanceof RemoteError)) throw e;
+        if (TRANSIENT.has(e.className) && attempt < RETRIES) {
+          await new Promise((r) => setTimeout(r, 250 * (attempt + 1)));
+          continue;
+        }
+        throw new ConductorError(e.className, what, e.remoteMessage, { cause: e });
+      }
     }
   }
 }
