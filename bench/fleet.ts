@@ -78,6 +78,12 @@ export function fleetRows(r: FleetOutcome, o: { interval: number; window: number
       goal: '<= 1',
       baseline: `${round(nova.perHostPerMinute, 1)} (${nova.derivation})`,
     },
+    {
+      scenario: s,
+      metric: 'Placement requests / min from the whole fleet, steady (same scaling)',
+      value: Math.round(steady * r.hosts),
+      baseline: `${Math.round(nova.fleetPerMinute)} (estimate, as above)`,
+    },
     { scenario: s, metric: `as measured at the ${o.interval} s interval`, value: `${round(measuredPerHostPerMinute(r.steady.agents.requests, r.hosts, r.steady.seconds), 1)} req/host/min, ${r.steady.agents.writes} writes` },
     { scenario: s, metric: 'Placement requests / host / min while claims land (same scaling)', value: round(claiming, 2) },
     { scenario: s, metric: `agents' 409s / writes (whole run; ${r.claimPhase.drifted} hosts change inventory while claims land)`, value: `${agentConflicts} / ${agentWrites} (${percent(agentConflicts, agentWrites)} %)` },

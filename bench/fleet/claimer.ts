@@ -133,7 +133,8 @@ export class Claimer {
   /** One claim with its retries: 'ok', 'none' (no candidate), or 'failed'. */
   private async claim(flavor: Flavor): Promise<'ok' | 'none' | 'failed'> {
     const attempts = this.opts.attempts ?? 3;
-    for (let a = 1; a <= attempts && this.running; a++) {
+    for (let a = 1; a <= attempts; a++) {
+      if (!this.running) return 'failed';
       let answer: CandidatesAnswer;
       try {
         answer = await this.candidates(flavor);
