@@ -40,7 +40,7 @@ import { RpcService } from './rpc/service';
 import { procUptimeProvider } from './rpc/uptime';
 import { backoffDelay } from './util/backoff';
 import { systemClock, type Clock } from './util/clock';
-import { computeNodeFacts, createNovaParts, type NovaParts } from './nova/wiring';
+import { computeNodeFacts, createNovaParts, usageOf, type NovaParts } from './nova/wiring';
 import { createDriver, createTracker, type TrackerParts } from './wiring';
 
 /** Start-up could not reach a dependency within the allowed attempts. */
@@ -153,7 +153,12 @@ export class Daemon {
     await recover(manager, journal, methods);
     await parts.auditor.runLogged();
     await this.step('RPC server', () => rpc.serve());
-    this.nova?.service.startHeartbeat();
+    if (nova) {
+      nova.service.startHeartbeat();
+      const report = (): void => void nova.service.reportUsage(usageOf(manager.instances()));
+      nova.controlPlane.onUsageChanged = report;
+      report();
+    }
 
     const every = auditInterval(config.DEFAULT.update_resources_interval);
     if (every !== undefined) parts.auditor.start(every, host);

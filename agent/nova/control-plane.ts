@@ -23,6 +23,9 @@ import { applyUpdates, isPrimitive, novaTime, primitive, withChanges, type Primi
 
 type Fields = Readonly<Record<string, unknown>>;
 
+/** Steps after which the instances on this host use something else. */
+const USAGE_STEPS: ReadonlySet<FlowStep> = new Set<FlowStep>(['create.end', 'create.error', 'resize_prep.end', 'resize_confirm.end', 'resize_revert.dest', 'resize_revert.end', 'live_migration_post.end', 'live_migration_post_dest.end', 'live_migration_abort.end']);
+
 export interface NovaControlPlaneOptions {
   readonly conductor: Conductor;
   readonly host: string;
@@ -39,6 +42,8 @@ interface InstanceSave {
 /** Ownership: keeps the latest primitive of each instance and migration this host is working on. */
 export class NovaControlPlane implements ControlPlane {
   readonly schedulerClaims = true;
+  /** Called after a step that changed what this host's instances use (the daemon reports usage). */
+  onUsageChanged: (() => void) | undefined;
   private readonly instances = new Map<string, Primitive>();
   private readonly migrations = new Map<string, Primitive>();
   /** The Flavor a resize or migration goes to, per instance (prep_resize's `flavor`). */
@@ -71,6 +76,7 @@ export class NovaControlPlane implements ControlPlane {
     } catch (e) {
       this.log.warn({ instance: rec.uuid, step, reason: e instanceof Error ? e.message : String(e) }, 'nova-conductor did not take a step; nova may show a stale state');
     }
+    if (USAGE_STEPS.has(step)) this.onUsageChanged?.();
   }
 
   async deleted(uuid: string, rec: InstanceRecord | undefined, ctx: RequestContext): Promise<void> {
@@ -89,6 +95,7 @@ export class NovaControlPlane implements ControlPlane {
       this.log.warn({ instance: uuid, had_record: rec !== undefined, reason: e instanceof Error ? e.message : String(e) }, 'nova-conductor did not take the delete');
     } finally {
       this.instances.delete(uuid);
+      this.onUsageChanged?.();
     }
   }
 

@@ -33,6 +33,14 @@ export interface ComputeNodeFacts {
   readonly hypervisor_version: number;
 }
 
+/** What the instances on this host use, as nova's ComputeNode counts it. */
+export interface NodeUsage {
+  readonly vcpus_used: number;
+  readonly memory_mb_used: number;
+  readonly local_gb_used: number;
+  readonly running_vms: number;
+}
+
 export interface NovaServiceOptions {
   readonly conductor: Conductor;
   readonly host: string;
@@ -54,6 +62,9 @@ export class NovaRegistrationError extends Error {
 /** Ownership: owns the heartbeat timer. Call `register`, then `registerNode`, then `startHeartbeat`. */
 export class NovaService {
   private service: Primitive | undefined;
+  private node: Primitive | undefined;
+  private facts: ComputeNodeFacts | undefined;
+  private usageSaving: Promise<void> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
   private beating = false;
   private readonly log: Logger;
@@ -114,9 +125,11 @@ export class NovaService {
         throw e;
       }),
     );
+    this.facts = facts;
     if (isPrimitive(existing, 'ComputeNode')) {
       const saved = { ...existing, 'nova_object.data': { ...dataOf(existing, 'ComputeNode'), ...usage }, 'nova_object.changes': Object.keys(usage) };
-      await this.step('ComputeNode.save', () => conductor.objectAction(ctx, saved, 'save'));
+      const reply = await this.step('ComputeNode.save', () => conductor.objectAction(ctx, saved, 'save'));
+      this.node = applyUpdates(saved, reply.updates);
       this.log.info({ compute_node: dataOf(existing, 'ComputeNode').uuid }, 'nova compute node updated');
       return;
     }
@@ -134,7 +147,33 @@ export class NovaService {
       ...usage,
     });
     const reply = await this.step('ComputeNode.create', () => conductor.objectAction(ctx, node, 'create'));
+    this.node = applyUpdates(node, reply.updates);
     this.log.info({ compute_node: rootUuid, id: reply.updates.id }, 'nova compute node created');
+  }
+
+  /**
+   * Saves what the instances use on the ComputeNode (what nova-compute's resource tracker writes
+   * after claims and periodically), only the fields that changed. Saves run one at a time, in
+   * order. Never throws: a failed save is logged and the next report carries the numbers.
+   */
+  reportUsage(u: NodeUsage): Promise<void> {
+    this.usageSaving = this.usageSaving.then(async () => {
+      const base = this.node;
+      const facts = this.facts;
+      if (!base || !facts) return;
+      const want: Record<string, number> = { ...u, free_ram_mb: facts.memory_mb - u.memory_mb_used, free_disk_gb: facts.local_gb - u.local_gb_used };
+      const have = dataOf(base, 'ComputeNode');
+      const changed = Object.fromEntries(Object.entries(want).filter(([k, v]) => have[k] !== v));
+      if (Object.keys(changed).length === 0) return;
+      try {
+        const obj = { ...base, 'nova_object.data': { ...have, ...changed }, 'nova_object.changes': Object.keys(changed) };
+        const reply = await this.o.conductor.objectAction(serviceContext(), obj, 'save');
+        this.node = applyUpdates(obj, reply.updates);
+      } catch (e) {
+        this.log.warn({ reason: e instanceof Error ? e.message : String(e) }, 'compute node usage not saved; the next report carries it');
+      }
+    });
+    return this.usageSaving;
   }
 
   /** Starts the `Service.save` heartbeat every `report_interval`. Idempotent. */

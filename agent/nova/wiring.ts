@@ -5,11 +5,12 @@
  */
 import type { AgentConfig } from '../../config/schema';
 import type { ResourceTracker } from '../../tracker/tracker';
+import type { InstanceRecord } from '../compute/model';
 import type { Logger } from '../logging/logger';
 import type { RpcClient } from '../rpc/client';
 import { ConductorClient } from '../rpc/conductor';
 import { NovaControlPlane } from './control-plane';
-import { NovaService, type ComputeNodeFacts } from './service';
+import { NovaService, type ComputeNodeFacts, type NodeUsage } from './service';
 import { NOVA_OBJECT_VERSIONS } from './versions';
 
 export interface NovaParts {
@@ -43,4 +44,18 @@ export function computeNodeFacts(config: AgentConfig, tracker: ResourceTracker):
     hypervisor_type: d.compute_driver === 'qemu' ? 'QEMU' : d.compute_driver,
     hypervisor_version: 1,
   };
+}
+
+/** What `instances` (this host's records, incoming moves included: they hold a claim here) use. */
+export function usageOf(instances: readonly InstanceRecord[]): NodeUsage {
+  let vcpus = 0;
+  let memory = 0;
+  let disk = 0;
+  for (const r of instances) {
+    const f = r.migration?.role === 'dest' && r.migration.new_flavor ? r.migration.new_flavor : r.flavor;
+    vcpus += f.vcpus;
+    memory += f.memory_mb;
+    disk += f.root_gb + f.ephemeral_gb;
+  }
+  return { vcpus_used: vcpus, memory_mb_used: memory, local_gb_used: disk, running_vms: instances.length };
 }

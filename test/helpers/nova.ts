@@ -59,6 +59,11 @@ export class NovaStack {
     await run(['discover'], this.env, 120_000);
   }
 
+  /** The last ERROR lines of nova's logs (for failure reports). */
+  errors(): Promise<string> {
+    return run(['errors'], this.env, 30_000).catch((e: unknown) => String(e));
+  }
+
   async down(): Promise<void> {
     await run(['down'], this.env, 120_000).catch(() => undefined);
   }
@@ -135,9 +140,9 @@ export class NovaAgent {
     await gone;
   }
 
-  /** Log lines at warn level or above (for failure messages). */
+  /** Log lines at warn level or above, and refused requests (for failure messages). */
   problems(): string[] {
-    return this.output.split('\n').filter((l) => /"level":"(warn|error|fatal)"/.test(l));
+    return this.output.split('\n').filter((l) => /"level":"(warn|error|fatal)"|"msg":"RPC method raised"/.test(l));
   }
 }
 
@@ -147,6 +152,17 @@ export interface Server {
   readonly 'OS-EXT-SRV-ATTR:host': string | null;
   readonly 'OS-EXT-STS:task_state': string | null;
   readonly fault?: { message: string };
+}
+
+export interface Hypervisor {
+  readonly hypervisor_hostname: string;
+  readonly vcpus: number;
+  readonly memory_mb: number;
+  readonly vcpus_used: number;
+  readonly memory_mb_used: number;
+  readonly running_vms: number;
+  readonly state: string;
+  readonly status: string;
 }
 
 /** nova's compute API with a noauth2 admin token. */
@@ -213,8 +229,8 @@ export class NovaApi {
     return (await this.ok<{ services: Array<{ binary: string; host: string; state: string; status: string }> }>('GET', '/os-services')).services;
   }
 
-  async hypervisors(): Promise<Array<{ hypervisor_hostname: string; vcpus: number; memory_mb: number; state: string; status: string }>> {
-    return (await this.ok<{ hypervisors: Array<{ hypervisor_hostname: string; vcpus: number; memory_mb: number; state: string; status: string }> }>('GET', '/os-hypervisors/detail', undefined, '2.1')).hypervisors;
+  async hypervisors(): Promise<Hypervisor[]> {
+    return (await this.ok<{ hypervisors: Hypervisor[] }>('GET', '/os-hypervisors/detail', undefined, '2.1')).hypervisors;
   }
 
   async migrations(instance: string): Promise<Array<{ status: string; source_compute: string; dest_compute: string; migration_type: string }>> {

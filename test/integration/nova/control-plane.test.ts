@@ -38,6 +38,17 @@ async function expectOnlyOn(server: string, host: string | null): Promise<void> 
   expect(await allocationsOf(server)).toEqual({ [root(agent)]: FLAVOR_RESOURCES });
 }
 
+/** Waits until os-hypervisors shows `host` using `vcpus`, `memoryMb` and running `vms` (the test flavor has one vCPU). */
+async function usageOn(host: string | null, vcpus: number, memoryMb: number, vms = vcpus): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const h = (await stack.api.hypervisors()).find((x) => x.hypervisor_hostname === host);
+    if (h?.vcpus_used === vcpus && h.memory_mb_used === memoryMb && h.running_vms === vms) return;
+    if (Date.now() > deadline) throw new Error(`os-hypervisors: ${String(host)} shows ${JSON.stringify(h)}, expected ${vcpus} vCPUs and ${memoryMb} MiB used`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 const active = (s: Server | undefined): boolean => s?.status === 'ACTIVE' && s['OS-EXT-STS:task_state'] === null;
 
 beforeAll(async () => {
@@ -53,10 +64,14 @@ afterAll(async () => {
   for (const x of [a, b]) await deleteTree(placement, root(x)).catch(() => undefined);
 });
 
-afterEach(() => {
-  // On a failure, what the agents complained about is the first thing to read.
+afterEach(async () => {
+  // On a failure, what the agents and nova complained about is the first thing to read.
   for (const x of [a, b]) for (const l of x.problems()) process.stdout.write(`${x.host}: ${l}\n`);
+  const errors = await stack.errors();
+  if (errors.trim() && errors !== lastErrors) process.stdout.write(`nova's errors and scheduling warnings so far:\n${errors}\n`);
+  lastErrors = errors;
 });
+let lastErrors = '';
 
 test('os-hypervisors lists both agents with the vCPUs and memory they report to Placement; os-services has them up', async () => {
   const hypervisors = await stack.api.hypervisors();
@@ -82,10 +97,13 @@ test('POST /servers goes ACTIVE on one of our agents within 5 s and shows its ho
   const host = s?.['OS-EXT-SRV-ATTR:host'] ?? null;
   expect([a.host, b.host]).toContain(host);
   await expectOnlyOn(id, host);
+  // The agent saves its usage on the ComputeNode after the build, as nova-compute's tracker does.
+  await usageOn(host, 1, 512);
 
   await stack.api.ok('DELETE', `/servers/${id}`);
   await stack.api.waitFor(id, (x) => x === undefined, 30_000);
   expect(await allocationsOf(id)).toEqual({});
+  await usageOn(host, 0, 0);
 });
 
 test('cold migration with confirm: ACTIVE on the other host, allocations there only', async () => {

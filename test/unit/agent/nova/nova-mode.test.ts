@@ -56,6 +56,22 @@ describe('nova service registration', () => {
   });
 });
 
+test('usage reports save what changed on the ComputeNode, and nothing when nothing changed', async () => {
+  const c = new FakeConductor();
+  const s = new NovaService({ conductor: c, host: 'cmp-1', serviceVersion: 64, reportIntervalMs: 60_000, logger: silentLogger() });
+  await s.register();
+  await s.registerNode(randomUUID(), FACTS);
+  await s.reportUsage({ vcpus_used: 2, memory_mb_used: 2048, local_gb_used: 11, running_vms: 1 });
+  await s.reportUsage({ vcpus_used: 2, memory_mb_used: 2048, local_gb_used: 11, running_vms: 1 });
+  await s.reportUsage({ vcpus_used: 4, memory_mb_used: 4096, local_gb_used: 22, running_vms: 2 });
+  const saves = c.calls.filter((x) => x.what === 'ComputeNode.save');
+  expect(saves.map((x) => x.changes)).toEqual([
+    ['vcpus_used', 'memory_mb_used', 'local_gb_used', 'running_vms', 'free_ram_mb', 'free_disk_gb'],
+    ['vcpus_used', 'memory_mb_used', 'local_gb_used', 'running_vms', 'free_ram_mb', 'free_disk_gb'],
+  ]);
+  expect(c.nodes.get('cmp-1/cmp-1')).toMatchObject({ vcpus_used: 4, memory_mb_used: 4096, free_ram_mb: 32768 - 4096, running_vms: 2 });
+});
+
 describe('compute flows in nova mode', () => {
   async function setup(): Promise<{ c: FakeConductor; api: PlacementClient; mock: MockPlacement; a: HarnessHost; peers: InProcessPeers }> {
     const mock = new MockPlacement().install();
