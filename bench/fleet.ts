@@ -65,7 +65,7 @@ export function fleetRows(r: FleetOutcome, o: { interval: number; window: number
   const scaled = `audits every ${o.interval} s for ${o.window} s (${r.steady.audits} audits), scaled to one audit per ${REAL_INTERVAL_SECONDS} s`;
   return [
     { scenario: s, metric: 'setup', value: `${r.providersPerHost} providers per host, ${r.shards || 'no'} child processes, Placement on PostgreSQL with ${o.placementWorkers} uwsgi workers, claimer with ${o.claimers} workers` },
-    { scenario: s, metric: 'time to converge (every tree in Placement)', value: `${round(r.convergeSeconds)} s${r.converged ? '' : ' (NOT converged)'}` },
+    { scenario: s, metric: 'time to converge (every tree in Placement; the claimer already claiming)', value: `${round(r.convergeSeconds)} s${r.converged ? '' : ' (NOT converged)'}` },
     {
       scenario: s,
       metric: 'first sync: requests per host (reads/writes), retries',
@@ -92,6 +92,7 @@ export function fleetRows(r: FleetOutcome, o: { interval: number; window: number
       metric: `claimer: ${r.claimer.claimed} claims in ${round(r.claimPhase.seconds)} s (${round(r.claimer.claimed / r.claimPhase.seconds)}/s), ${r.hostsFull} of ${r.hosts} hosts full; 409s / allocation writes`,
       value: `${r.claimer.conflicts} / ${r.claimer.puts} (${percent(r.claimer.conflicts, r.claimer.puts)} %), ${r.claimer.gaveUp} gave up`,
     },
+    { scenario: s, metric: 'claimer: GET /allocation_candidates p50 / p99, PUT /allocations p50 / p99', value: `${r.claimer.candidatesMs.p50} / ${r.claimer.candidatesMs.p99} ms, ${r.claimer.putMs.p50} / ${r.claimer.putMs.p99} ms` },
     { scenario: s, metric: `over-allocations (usage > (total - reserved) x ratio, ${r.providersChecked} providers)`, value: r.overAllocations.length, goal: '0' },
     { scenario: s, metric: 'scenario wall time', value: round(r.wallSeconds), unit: 's' },
   ];

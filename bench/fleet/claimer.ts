@@ -14,6 +14,7 @@ import { PlacementClient } from '../../tracker/placement/client';
 import { PlacementError } from '../../tracker/placement/errors';
 import type { PlacementHttp } from '../../tracker/placement/http';
 import type { Resources } from '../../tracker/tree/types';
+import { median, percentile, round } from '../lib';
 
 /** A flavor as a candidates query: the unnumbered group, plus one numbered group for a port. */
 export interface Flavor {
@@ -54,6 +55,9 @@ export interface ClaimerStats {
   readonly errors: number;
   /** Candidate queries that came back empty. */
   readonly empty: number;
+  /** Median and 99th percentile of `GET /allocation_candidates` and of the allocation writes (ms). */
+  readonly candidatesMs: { readonly p50: number; readonly p99: number };
+  readonly putMs: { readonly p50: number; readonly p99: number };
 }
 
 interface Candidate {
@@ -76,6 +80,8 @@ export class Claimer {
   private readonly user = randomUUID();
   private readonly consumersClaimed: string[] = [];
   private stats = { claimed: 0, gaveUp: 0, puts: 0, conflicts: 0, errors: 0, empty: 0 };
+  private readonly candidateTimes: number[] = [];
+  private readonly putTimes: number[] = [];
   private running = false;
   private fleetReady = false;
   private workers: Promise<void>[] = [];
@@ -107,7 +113,8 @@ export class Claimer {
   }
 
   snapshot(): ClaimerStats {
-    return { ...this.stats };
+    const spread = (ms: readonly number[]): { p50: number; p99: number } => ({ p50: round(median(ms)), p99: round(percentile(ms, 99)) });
+    return { ...this.stats, candidatesMs: spread(this.candidateTimes), putMs: spread(this.putTimes) };
   }
 
   consumers(): readonly string[] {
@@ -136,8 +143,10 @@ export class Claimer {
     for (let a = 1; a <= attempts; a++) {
       if (!this.running) return 'failed';
       let answer: CandidatesAnswer;
+      const asked = Date.now();
       try {
         answer = await this.candidates(flavor);
+        this.candidateTimes.push(Date.now() - asked);
       } catch {
         this.stats.errors++;
         return 'failed';
@@ -149,8 +158,10 @@ export class Claimer {
       }
       const consumer = randomUUID();
       this.stats.puts++;
+      const put = Date.now();
       try {
         await this.api.putAllocations(consumer, { allocations: choice.allocations, project_id: this.project, user_id: this.user, consumer_generation: null });
+        this.putTimes.push(Date.now() - put);
         this.stats.claimed++;
         this.consumersClaimed.push(consumer);
         return 'ok';
