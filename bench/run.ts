@@ -3,7 +3,7 @@
  * `bench/results/<name>.json` and `bench/results/latest.md`, and prints the table. `--quick` is a
  * CI-sized smoke run that proves the scenarios work and says nothing about speed.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { machine, markdownTable, RESULTS_DIR, writeResult, type BenchOptions, type BenchResult } from './lib';
 import { runComputeBench } from './compute';
@@ -11,6 +11,7 @@ import { benchDiscovery } from './discovery';
 import { runFleetBench } from './fleet';
 import { runFootprintBench } from './footprint';
 import { runPlacementSyncBench } from './placement-sync';
+import { withBenchTable } from './readme';
 import { runRpcBench } from './rpc';
 
 /** The discovery benchmark's result as table rows. */
@@ -47,6 +48,7 @@ async function main(): Promise<void> {
   const unknown = only.filter((n) => !SCENARIOS[n]);
   if (unknown.length) throw new Error(`unknown scenario(s): ${unknown.join(', ')}; known: ${Object.keys(SCENARIOS).join(', ')}`);
   const sections: string[] = [];
+  const started = Date.now();
   const m = machine();
   const header = `Measured ${new Date().toISOString().slice(0, 10)} on ${m.cpus} x ${m.model}, ${m.memory_gb} GB, Node ${m.node}${quick ? ' (--quick: smoke sizes, not for comparison)' : ''}.`;
   for (const name of only) {
@@ -59,8 +61,16 @@ async function main(): Promise<void> {
     sections.push(`### ${name}\n\n${markdownTable(result.rows)}\n`);
     process.stderr.write(`bench: ${name} done in ${Math.round((Date.now() - t0) / 1000)} s\n`);
   }
-  const md = `${header}\n\nReproduce: \`npm run bench${quick ? ' -- --quick' : ''}\`\n\n${sections.join('\n')}`;
-  writeFileSync(join(RESULTS_DIR, quick ? 'latest-quick.md' : 'latest.md'), md);
+  const complete = !onlyArg;
+  const wall = `${Math.round((Date.now() - started) / 1000)} s`;
+  const args = [quick ? '--quick' : '', onlyArg ?? ''].filter((a) => a !== '');
+  const md = `${header}\n\nReproduce: \`npm run bench${args.length ? ` -- ${args.join(' ')}` : ''}\` (${wall} in all)\n\n${sections.join('\n')}`;
+  // A partial run must not pass for the latest full one (nor overwrite it).
+  writeFileSync(join(RESULTS_DIR, quick ? 'latest-quick.md' : complete ? 'latest.md' : 'latest-partial.md'), md);
+  if (complete && !quick) {
+    const readme = join(__dirname, '..', '..', 'README.md');
+    writeFileSync(readme, withBenchTable(readFileSync(readme, 'utf8'), md));
+  }
   console.log(md);
 }
 
