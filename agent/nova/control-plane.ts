@@ -209,7 +209,7 @@ export class NovaControlPlane implements ControlPlane {
 
   private async saveMigration(ctx: RequestContext, mig: MigrationRecord | undefined, fields: Fields, fallback?: string): Promise<void> {
     const uuid = mig?.uuid ?? fallback;
-    const base = uuid ? this.migrations.get(uuid) : undefined;
+    const base = uuid ? (this.migrations.get(uuid) ?? (await this.fetchMigration(ctx, uuid))) : undefined;
     if (!base || !uuid) {
       this.log.warn({ migration: uuid, fields: Object.keys(fields) }, 'no Migration object from nova for this move; save skipped');
       return;
@@ -230,6 +230,17 @@ export class NovaControlPlane implements ControlPlane {
     });
     if (!isPrimitive(got, 'Instance')) return undefined;
     this.instances.set(uuid, got);
+    return got;
+  }
+
+  /** The Migration from nova when no request brought it (resumed after a restart). */
+  private async fetchMigration(ctx: RequestContext, uuid: string): Promise<Primitive | undefined> {
+    const got = await this.o.conductor.classAction(this.admin(ctx), 'Migration', 'get_by_uuid', [uuid]).catch((e: unknown) => {
+      this.log.warn({ migration: uuid, reason: e instanceof Error ? e.message : String(e) }, 'cannot read the Migration from nova');
+      return undefined;
+    });
+    if (!isPrimitive(got, 'Migration')) return undefined;
+    this.migrations.set(uuid, got);
     return got;
   }
 

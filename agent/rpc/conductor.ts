@@ -45,7 +45,8 @@ export interface ObjectActionReply {
 }
 
 export interface ConductorOptions {
-  readonly client: RpcClient;
+  /** The RPC client's calls and casts (borrowed). */
+  readonly client: Pick<RpcClient, 'call' | 'cast'>;
   /** The exchange nova uses (`control_exchange`, "nova"). */
   readonly exchange: string;
   readonly timeoutMs: number;

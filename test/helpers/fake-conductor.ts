@@ -60,6 +60,11 @@ export class FakeConductor implements Conductor {
       if (!n) return Promise.reject(new ConductorError('ComputeHostNotFound', `${objname}.${method}`, `Compute host ${String(args[0])} could not be found.`));
       return Promise.resolve(prim('ComputeNode', n));
     }
+    if (method === 'get_by_uuid' && (objname === 'Instance' || objname === 'Migration')) {
+      const r = (objname === 'Instance' ? this.instances : this.migrations).get(String(args[0]));
+      if (!r) return Promise.reject(new ConductorError(`${objname}NotFound`, `${objname}.${method}`, 'no such row'));
+      return Promise.resolve(prim(objname, r));
+    }
     return Promise.resolve(null); // InstanceActionEvent.*: nothing to return (want_result false)
   }
 

@@ -6,6 +6,9 @@ import { randomUUID } from 'node:crypto';
 import { silentLogger } from '../../../../agent/logging/logger';
 import { NovaControlPlane } from '../../../../agent/nova/control-plane';
 import { NovaService } from '../../../../agent/nova/service';
+import type { InstanceRecord } from '../../../../agent/compute/model';
+import { ConductorClient } from '../../../../agent/rpc/conductor';
+import { RemoteError } from '../../../../agent/rpc/errors';
 import { NoAuth } from '../../../../tracker/placement/auth';
 import { PlacementClient } from '../../../../tracker/placement/client';
 import { PlacementHttp } from '../../../../tracker/placement/http';
@@ -127,4 +130,42 @@ describe('compute flows in nova mode', () => {
     expect(c.calls.find((x) => x.what === 'Instance.save' && x.changes?.includes('terminated_at'))?.changes).toEqual(['vm_state', 'task_state', 'power_state', 'terminated_at']);
     expect(mock.consumers.has(uuid)).toBe(false);
   });
+});
+
+test('a step resumed after a restart (no objects from a request) reads the Instance and the Migration from nova, then saves', async () => {
+  const c = new FakeConductor();
+  const uuid = randomUUID();
+  const mig = randomUUID();
+  c.instance({ uuid, vm_state: 'active', task_state: 'resize_finish', host: 'host-b' });
+  c.migration({ uuid: mig, instance_uuid: uuid, status: 'post-migrating' });
+  const cp = new NovaControlPlane({ conductor: c, host: 'host-b', logger: silentLogger() });
+  const rec: InstanceRecord = {
+    uuid, name: 'vm', host: 'host-b', vm_state: 'resized', task_state: null, power_state: 1, flavor: FLAVOR, project_id: 'p', user_id: 'u', allocations: {}, updated_at: '',
+    migration: { uuid: mig, type: 'migration', status: 'finished', source_compute: 'host-a', dest_compute: 'host-b', role: 'dest' },
+  };
+  await cp.step(rec, 'resize_finish.end', CTX);
+  expect(c.names()).toEqual(['Migration.get_by_uuid', 'Migration.save', 'Instance.get_by_uuid', 'Instance.save']);
+  expect(c.migrations.get(mig)?.status).toBe('finished');
+  expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'resized', task_state: null });
+});
+
+test('conductor calls that fail on a rolled-back database error are retried; other remote errors are not', async () => {
+  const failure = (cls: string): RemoteError => new RemoteError({ className: cls, module: 'sqlalchemy.exc', message: 'database is locked', tb: [], args: [], kwargs: {} });
+  const replies: unknown[] = [failure('OperationalError'), failure('OperationalError'), [{ report_count: 1 }, null]];
+  let calls = 0;
+  const client = {
+    call: (): Promise<unknown> => {
+      calls++;
+      const r = replies.shift();
+      return r instanceof Error ? Promise.reject(r) : Promise.resolve(r);
+    },
+    cast: (): Promise<void> => Promise.resolve(),
+  };
+  const conductor = new ConductorClient({ client, exchange: 'nova', timeoutMs: 1000, versions: {} });
+  const obj = { 'nova_object.name': 'Service', 'nova_object.data': { id: 1 }, 'nova_object.changes': ['report_count'] };
+  await expect(conductor.objectAction(CTX, obj, 'save')).resolves.toEqual({ updates: { report_count: 1 }, result: null });
+  expect(calls).toBe(3);
+  replies.push(failure('UnexpectedTaskStateError'));
+  await expect(conductor.objectAction(CTX, obj, 'save')).rejects.toThrow(/Service.save: UnexpectedTaskStateError/);
+  expect(calls).toBe(4);
 });
