@@ -169,14 +169,25 @@ export interface Hypervisor {
 export class NovaApi {
   constructor(readonly base: string) {}
 
+  /**
+   * One API request. nova-api on SQLite answers 500 (sqlalchemy OperationalError, "database is
+   * locked") when its write races another service's; the transaction was rolled back, so the
+   * request is sent again, up to 3 times, as a client would.
+   */
   async request<T>(method: string, path: string, body?: unknown, microversion = '2.37'): Promise<{ status: number; body: T }> {
-    const res = await fetch(`${this.base}${path}`, {
-      method,
-      headers: { 'X-Auth-Token': 'admin:admin', 'Content-Type': 'application/json', 'X-OpenStack-Nova-API-Version': microversion },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    return { status: res.status, body: (text ? JSON.parse(text) : {}) as T };
+    for (let attempt = 0; ; attempt++) {
+      const res = await fetch(`${this.base}${path}`, {
+        method,
+        headers: { 'X-Auth-Token': 'admin:admin', 'Content-Type': 'application/json', 'X-OpenStack-Nova-API-Version': microversion },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      const text = await res.text();
+      if (res.status === 500 && text.includes('OperationalError') && attempt < 3) {
+        await new Promise((r) => setTimeout(r, 300 * (attempt + 1)));
+        continue;
+      }
+      return { status: res.status, body: (text ? JSON.parse(text) : {}) as T };
+    }
   }
 
   async ok<T>(method: string, path: string, body?: unknown, microversion?: string): Promise<T> {
