@@ -11,9 +11,10 @@ import { HAVE_QEMU, reapLeftovers } from '../../helpers/qemu-hosts';
 
 jest.setTimeout(600_000);
 
-// nova calls a service down after service_down_time without a heartbeat (60 s by default); 15 s
-// here keeps the down/up check short. The agents beat every REPORT_INTERVAL (4) s.
-const SERVICE_DOWN_TIME = 15;
+// nova calls a service down after service_down_time without a heartbeat; the test keeps nova's
+// default (60 s), as the issue asks, at the cost of a minute of test time. The agents beat every
+// REPORT_INTERVAL (4) s.
+const SERVICE_DOWN_TIME = 60;
 const FLAVOR = 'ca-tiny';
 const placement = placementClient();
 const stack = new NovaStack({ serviceDownTime: SERVICE_DOWN_TIME });
@@ -153,7 +154,7 @@ test('live migration (os-migrateLive): ACTIVE on the other host, allocations the
   await stack.api.waitFor(id, (x) => x === undefined, 30_000);
 });
 
-test(`os-services: a killed agent is down after service_down_time (${SERVICE_DOWN_TIME} s here), up again after it restarts`, async () => {
+test(`os-services: a killed agent is down after service_down_time (nova's default, ${SERVICE_DOWN_TIME} s), up again after it restarts`, async () => {
   const state = async (): Promise<string | undefined> => (await stack.api.services()).find((s) => s.host === b.host && s.binary === 'nova-compute')?.state;
   expect(await state()).toBe('up');
   await b.kill();
