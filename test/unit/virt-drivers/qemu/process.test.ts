@@ -22,11 +22,13 @@ describe('VM processes', () => {
     // Its own session: the agent's process group can be signalled without reaching it.
     const sid = Number(readFileSync(`/proc/${launched.pid}/stat`, 'utf8').split(') ')[1]?.split(' ')[3]);
     expect(sid).toBe(launched.pid);
+    // The shell may not have run its echo yet on a loaded machine: wait for it before the kill.
+    for (let t = Date.now(); !readFileSync(log, 'utf8').includes('started') && Date.now() - t < 10_000; ) await new Promise((r) => setTimeout(r, 20));
+    expect(readFileSync(log, 'utf8')).toContain('started');
     p.signal(launched.pid, 'SIGKILL');
     expect(await launched.exited).toEqual({ code: null, signal: 'SIGKILL' });
     expect(await p.inspect(launched.pid)).toBeUndefined();
     p.signal(launched.pid, 'SIGKILL'); // gone: not an error
-    expect(readFileSync(log, 'utf8')).toContain('started');
   });
 
   test('a binary that cannot be executed is a LaunchError', async () => {
