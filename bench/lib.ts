@@ -51,9 +51,10 @@ export function machine(): { cpus: number; model: string; memory_gb: number; nod
 
 export const RESULTS_DIR = join(__dirname, '..', '..', 'bench', 'results');
 
-export function writeResult(result: BenchResult): string {
+/** Writes `<name>.json`, or `<name>-quick.json` for a smoke run, which must not replace a full run's numbers. */
+export function writeResult(result: BenchResult, quick = false): string {
   mkdirSync(RESULTS_DIR, { recursive: true });
-  const file = join(RESULTS_DIR, `${result.name}.json`);
+  const file = join(RESULTS_DIR, `${result.name}${quick ? '-quick' : ''}.json`);
   writeFileSync(file, `${JSON.stringify({ ...result, machine: machine(), date: new Date().toISOString() }, null, 2)}\n`);
   return file;
 }

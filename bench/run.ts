@@ -57,7 +57,7 @@ async function main(): Promise<void> {
     process.stderr.write(`bench: ${name}...\n`);
     const t0 = Date.now();
     const result = await scenario({ quick });
-    writeResult(result);
+    writeResult(result, quick);
     sections.push(`### ${name}\n\n${markdownTable(result.rows)}\n`);
     process.stderr.write(`bench: ${name} done in ${Math.round((Date.now() - t0) / 1000)} s\n`);
   }
@@ -66,7 +66,7 @@ async function main(): Promise<void> {
   const args = [quick ? '--quick' : '', onlyArg ?? ''].filter((a) => a !== '');
   const md = `${header}\n\nReproduce: \`npm run bench${args.length ? ` -- ${args.join(' ')}` : ''}\` (${wall} in all)\n\n${sections.join('\n')}`;
   // A partial run must not pass for the latest full one (nor overwrite it).
-  writeFileSync(join(RESULTS_DIR, quick ? 'latest-quick.md' : complete ? 'latest.md' : 'latest-partial.md'), md);
+  writeFileSync(join(RESULTS_DIR, !complete ? 'latest-partial.md' : quick ? 'latest-quick.md' : 'latest.md'), md);
   if (complete && !quick) {
     const readme = join(__dirname, '..', '..', 'README.md');
     writeFileSync(readme, withBenchTable(readFileSync(readme, 'utf8'), md));
