@@ -16,8 +16,7 @@ import type { DecodedInstance, DecodedMigration } from './decode';
 import { ComputeManager } from './manager';
 import type { MigrationRecord } from './model';
 import type { RequestContext } from './ports';
-import { flatten } from './allocations';
-import { requestFromFlavor, totalsOf } from './resources';
+import { arrivingRecord, claimMoveDestination } from './flow-steps';
 import { migrationRef } from './resize';
 
 const DEFAULT_CALL_MS = 120000;
@@ -48,36 +47,17 @@ export class LiveFlows {
       if (existing) ComputeManager.expect(existing, 'live migrate to this host', false);
       const flavor = inst.flavor;
       if (!flavor) throw new Error('invalid argument instance: instance.flavor: missing');
-      const rec = await m.save({
-        uuid: inst.uuid,
-        name: inst.name,
-        host: m.deps.host,
-        vm_state: 'active',
-        task_state: 'migrating',
-        power_state: POWER_STATE.NOSTATE,
-        flavor,
-        project_id: inst.project_id,
-        user_id: inst.user_id,
-        ...(inst.image_ref ? { image_ref: inst.image_ref } : {}),
-        allocations: {},
-        migration: { uuid: mig.uuid, type: 'live-migration', status: 'accepted', source_compute: mig.source_compute, dest_compute: m.deps.host, role: 'dest' },
-        updated_at: m.now(),
-      });
+      const rec = await m.save(
+        arrivingRecord(m, inst, flavor, {
+          vm_state: 'active',
+          task_state: 'migrating',
+          migration: { uuid: mig.uuid, type: 'live-migration', status: 'accepted', source_compute: mig.source_compute, dest_compute: m.deps.host, role: 'dest' },
+        }),
+      );
       const migration = rec.migration as MigrationRecord;
       let swapped = false;
       try {
-        if (m.schedulerClaims) {
-          const have = flatten(await m.allocations.read(rec.uuid));
-          m.allocations.verifyClaim(rec.uuid, have, m.ourProviders(), totalsOf(requestFromFlavor(flavor)));
-          migration.dest_allocations = have;
-        } else {
-          const plan = m.planClaim(flavor);
-          m.deps.tracker.claims.claim(rec.uuid, plan);
-          migration.source_allocations = await m.allocations.swapForMove(rec.uuid, mig.uuid, plan, ctx.global_request_id ?? ctx.request_id);
-          migration.dest_allocations = plan;
-          swapped = true;
-        }
-        rec.allocations = migration.dest_allocations;
+        swapped = await claimMoveDestination(m, rec, migration, flavor, ctx);
         await m.save(rec);
         const source = { host: mig.source_compute, nodename: mig.source_compute };
         const destData = await m.deps.driver.checkCanLiveMigrateDestination(m.spec(rec), source);

@@ -22,6 +22,7 @@ import { POWER_STATE } from '../../virt-drivers/types';
 import { AllocationConflictError, ClaimMismatchError, flatten, InstanceAllocations } from './allocations';
 import type { DecodedInstance } from './decode';
 import { InstanceLocks } from './locks';
+import { arrivingRecord } from './flow-steps';
 import { describeState, InstanceNotFoundError, InvalidStateError, type Flavor, type InstanceRecord } from './model';
 import { NotifierControlPlane, type ControlPlane, type FlowStep } from './control-plane';
 import type { ComputePeers, Notifier, RecordStore, RequestContext } from './ports';
@@ -157,20 +158,7 @@ export class ComputeManager {
         this.log.info({ instance: inst.uuid, state: describeState(rec) }, 'build of an instance this host already has: nothing to do');
         return;
       }
-      rec ??= await this.save({
-        uuid: inst.uuid,
-        name: inst.name,
-        host: this.deps.host,
-        vm_state: 'building',
-        task_state: 'scheduling',
-        power_state: POWER_STATE.NOSTATE,
-        flavor,
-        project_id: inst.project_id,
-        user_id: inst.user_id,
-        ...(inst.image_ref ? { image_ref: inst.image_ref } : {}),
-        allocations: {},
-        updated_at: this.now(),
-      });
+      rec ??= await this.save(arrivingRecord(this, inst, flavor, { vm_state: 'building', task_state: 'scheduling' }));
       if (rec.task_state === 'scheduling') await this.notify(rec, 'create.start', ctx);
       try {
         if (rec.task_state === 'scheduling') {

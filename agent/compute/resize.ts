@@ -19,8 +19,7 @@ import type { DecodedInstance, DecodedMigration } from './decode';
 import { ComputeManager } from './manager';
 import type { Flavor, InstanceRecord, MigrationRecord } from './model';
 import type { RequestContext } from './ports';
-import { requestFromFlavor, totalsOf } from './resources';
-import { flatten } from './allocations';
+import { arrivingRecord, claimMoveDestination } from './flow-steps';
 import { plainMigrationArg, type ControlPlane } from './control-plane';
 
 /** The agent-only namespace for messages nova has no equivalent of (its database does the job). */
@@ -50,47 +49,29 @@ export class ResizeFlows {
       const resuming = rec !== undefined;
       if (!rec) {
         if (mig.source_compute === this.host) throw new Error('resize to the same host is not supported; choose another destination');
-        rec = await m.save({
-          uuid: inst.uuid,
-          name: inst.name,
-          host: this.host,
-          vm_state: oldVmState === 'stopped' ? 'stopped' : 'active',
-          task_state: 'resize_prep',
-          power_state: POWER_STATE.NOSTATE,
-          flavor,
-          project_id: inst.project_id,
-          user_id: inst.user_id,
-          ...(inst.image_ref ? { image_ref: inst.image_ref } : {}),
-          allocations: {},
-          migration: {
-            uuid: mig.uuid,
-            type: mig.migration_type === 'resize' ? 'resize' : 'migration',
-            status: 'pre-migrating',
-            source_compute: mig.source_compute,
-            dest_compute: this.host,
-            role: 'dest',
-            ...(inst.flavor ? { old_flavor: inst.flavor } : {}),
-            new_flavor: flavor,
-            old_vm_state: oldVmState === 'stopped' ? 'stopped' : 'active',
-          },
-          updated_at: m.now(),
-        });
+        rec = await m.save(
+          arrivingRecord(m, inst, flavor, {
+            vm_state: oldVmState === 'stopped' ? 'stopped' : 'active',
+            task_state: 'resize_prep',
+            migration: {
+              uuid: mig.uuid,
+              type: mig.migration_type === 'resize' ? 'resize' : 'migration',
+              status: 'pre-migrating',
+              source_compute: mig.source_compute,
+              dest_compute: this.host,
+              role: 'dest',
+              ...(inst.flavor ? { old_flavor: inst.flavor } : {}),
+              new_flavor: flavor,
+              old_vm_state: oldVmState === 'stopped' ? 'stopped' : 'active',
+            },
+          }),
+        );
         await m.notify(rec, 'resize_prep.start', ctx);
       }
       const migration = rec.migration as MigrationRecord;
       if (!migration.dest_allocations) {
         try {
-          if (m.schedulerClaims) {
-            const have = flatten(await m.allocations.read(rec.uuid));
-            m.allocations.verifyClaim(rec.uuid, have, m.ourProviders(), totalsOf(requestFromFlavor(flavor)));
-            migration.dest_allocations = have;
-          } else {
-            const plan = m.planClaim(flavor);
-            m.deps.tracker.claims.claim(rec.uuid, plan);
-            migration.source_allocations = await m.allocations.swapForMove(rec.uuid, migration.uuid, plan, ctx.global_request_id ?? ctx.request_id, resuming);
-            migration.dest_allocations = plan;
-          }
-          rec.allocations = migration.dest_allocations;
+          await claimMoveDestination(m, rec, migration, flavor, ctx, resuming);
           await m.save(rec);
           await m.notify(rec, 'resize_prep.end', ctx);
         } catch (e) {
