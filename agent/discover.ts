@@ -6,26 +6,15 @@
  * It is: shared by `compute-agent discover`, the discovery benchmark and the tests that check the
  * real machine. It is not: a Placement sync; the tree stays in memory.
  */
-import type { AgentConfig } from '../config/schema';
 import { loadOrCreateComputeId } from '../tracker/identity';
 import { ProviderTree } from '../tracker/tree/provider-tree';
 import type { MoveInstruction } from '../tracker/tree/types';
 import type { VirtDriver } from '../virt-drivers/driver';
 import type { HostFacts } from '../virt-drivers/host/discover';
-import type { Exec } from '../virt-drivers/host/exec';
-import type { HostFs } from '../virt-drivers/host/host-fs';
-import type { DriverRegistry } from '../virt-drivers/registry';
-import { createDriver } from './wiring';
-import type { Logger } from './logging/logger';
-import type { Clock } from './util/clock';
+import { createDriver, type DriverDeps } from './wiring';
 
-export interface DiscoverOnceOptions {
-  readonly config: AgentConfig;
-  readonly logger: Logger;
-  readonly clock?: Clock;
-  readonly exec?: Exec;
-  readonly fs?: HostFs;
-  readonly registry?: DriverRegistry;
+/** What building the driver needs (config, logger and the host seams), plus: */
+export interface DiscoverOnceOptions extends DriverDeps {
   /** Use this root uuid instead of `<state_path>/compute_id` (benchmarks, tests). */
   readonly rootUuid?: string;
 }

@@ -4,17 +4,10 @@
  * values the journal stores, so they are plain JSON.
  */
 import type { Resources } from '../../tracker/tree/types';
+import type { Flavor as DriverFlavor } from '../../virt-drivers/types';
 
-export interface Flavor {
-  readonly name: string;
-  readonly vcpus: number;
-  readonly memory_mb: number;
-  readonly root_gb: number;
-  readonly ephemeral_gb: number;
-  /** MiB, as nova's Flavor.swap. */
-  readonly swap: number;
-  readonly extra_specs: Readonly<Record<string, string>>;
-}
+/** nova's Flavor as the driver contract has it, named: the manager always knows the flavor's name. */
+export type Flavor = DriverFlavor & { readonly name: string };
 
 export const VM_STATES = ['building', 'active', 'stopped', 'resized', 'error', 'deleted'] as const;
 export type VmState = (typeof VM_STATES)[number];
