@@ -7,8 +7,8 @@
  * real machine. It is not: a Placement sync; the tree stays in memory.
  */
 import { loadOrCreateComputeId } from '../tracker/identity';
-import { ProviderTree } from '../tracker/tree/provider-tree';
-import type { MoveInstruction } from '../tracker/tree/types';
+import { ProviderTree } from '../model/provider-tree';
+import type { MoveInstruction } from '../model/provider-types';
 import type { VirtDriver } from '../virt-drivers/driver';
 import type { HostFacts } from '../virt-drivers/host/discover';
 import { createDriver, type DriverDeps } from './wiring';

@@ -12,8 +12,8 @@ import type { VirtDriver } from '../virt-drivers/driver';
 import { ProcessExec, type Exec } from '../virt-drivers/host/exec';
 import { RootedHostFs, type HostFs } from '../virt-drivers/host/host-fs';
 import { builtinDrivers, type DriverRegistry } from '../virt-drivers/registry';
-import type { Logger } from './logging/logger';
-import { systemClock, type Clock } from './util/clock';
+import type { Logger } from '../lib/logging/logger';
+import { systemClock, type Clock } from '../lib/clock';
 
 export interface DriverDeps {
   readonly config: AgentConfig;

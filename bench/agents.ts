@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Daemon } from '../agent/daemon';
-import { silentLogger, type Logger } from '../agent/logging/logger';
+import { silentLogger, type Logger } from '../lib/logging/logger';
 import { loadConfig } from '../config/loader';
 import type { AgentConfig } from '../config/schema';
 import { placementFromConfig } from '../tracker/placement/factory';

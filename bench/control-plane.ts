@@ -4,9 +4,9 @@
  * versioned notifications from the control exchange so tests can wait for outcomes of casts.
  */
 import { connect, type Channel, type ChannelModel } from 'amqplib';
-import { silentLogger } from '../agent/logging/logger';
-import { AmqpBroker } from '../agent/rpc/amqp-broker';
-import { RpcClient } from '../agent/rpc/client';
+import { silentLogger } from '../lib/logging/logger';
+import { AmqpBroker } from '../agent/rpc/amqp/amqp-broker';
+import { RpcClient } from '../agent/rpc/endpoint/client';
 import { loadConfig } from '../config/loader';
 
 export interface Event {

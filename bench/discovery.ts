@@ -11,7 +11,7 @@
  */
 import { cpus, loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { silentLogger } from '../agent/logging/logger';
+import { silentLogger } from '../lib/logging/logger';
 import { discoverOnce } from '../agent/discover';
 import { loadConfig } from '../config/loader';
 

@@ -10,7 +10,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { silentLogger } from '../agent/logging/logger';
+import { silentLogger } from '../lib/logging/logger';
 import { NoAuth } from '../tracker/placement/auth';
 import { PlacementClient } from '../tracker/placement/client';
 import { PlacementHttp, RequestCounter } from '../tracker/placement/http';

@@ -13,14 +13,14 @@ import { loadConfig } from '../config/loader';
 import { parseTransportUrl } from '../config/transport-url';
 import { DedupeWindow } from '../agent/journal/dedupe-window';
 import { InMemoryRequestJournal } from '../agent/journal/memory';
-import { silentLogger } from '../agent/logging/logger';
-import { AmqpBroker } from '../agent/rpc/amqp-broker';
-import { arg } from '../agent/rpc/args';
-import { registerHostMethods } from '../agent/rpc/compute-methods';
-import { Dispatcher } from '../agent/rpc/dispatcher';
-import { RpcServer } from '../agent/rpc/server';
-import type { RabbitOptions } from '../agent/rpc/topology';
-import { procUptimeProvider } from '../agent/rpc/uptime';
+import { silentLogger } from '../lib/logging/logger';
+import { AmqpBroker } from '../agent/rpc/amqp/amqp-broker';
+import { arg } from '../agent/rpc/endpoint/args';
+import { registerHostMethods } from '../agent/compute/adapters/uptime-method';
+import { Dispatcher } from '../agent/rpc/endpoint/dispatcher';
+import { RpcServer } from '../agent/rpc/endpoint/server';
+import type { RabbitOptions } from '../agent/rpc/oslo/topology';
+import { procUptimeProvider } from '../agent/compute/adapters/host-uptime';
 
 /** The [oslo_messaging_rabbit] options with their defaults (no file, no environment). */
 export function defaultRabbit(): RabbitOptions {

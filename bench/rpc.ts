@@ -16,9 +16,9 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseTransportUrl } from '../config/transport-url';
-import { silentLogger } from '../agent/logging/logger';
-import { AmqpBroker } from '../agent/rpc/amqp-broker';
-import { RpcClient } from '../agent/rpc/client';
+import { silentLogger } from '../lib/logging/logger';
+import { AmqpBroker } from '../agent/rpc/amqp/amqp-broker';
+import { RpcClient } from '../agent/rpc/endpoint/client';
 import { defaultRabbit } from './rpc-agent-server';
 import { rawRoundTrips } from './rpc-raw-echo';
 

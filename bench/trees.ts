@@ -7,8 +7,8 @@
  */
 import { createHash } from 'node:crypto';
 import type { TreeSource } from '../tracker/tracker';
-import type { ProviderTree } from '../tracker/tree/provider-tree';
-import type { MoveInstruction } from '../tracker/tree/types';
+import type { ProviderTree } from '../model/provider-tree';
+import type { MoveInstruction } from '../model/provider-types';
 
 /** A uuid derived from a name, so repeated cycles describe the same providers. */
 export function nameUuid(name: string): string {

@@ -14,12 +14,12 @@
  * one log line naming the endpoint and the cause, and the next run starts afresh.
  */
 import cron, { type ScheduledTask } from 'node-cron';
-import type { Logger } from '../agent/logging/logger';
+import type { Logger } from '../lib/logging/logger';
 import type { PlacementApi } from './placement/api';
 import { ConsumerGenerationConflictError, PlacementError } from './placement/errors';
 import type { SyncResult } from './sync/context';
 import type { ResourceTracker } from './tracker';
-import type { Resources } from './tree/types';
+import type { Resources } from '../model/provider-types';
 import { cronFor } from './schedule';
 
 /** An instance as the driver reports it; `allocations` lets `heal` recreate a missing allocation. */

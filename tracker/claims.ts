@@ -9,7 +9,7 @@
  * allocation write stays the authority. Not synchronized: used from the event loop only, every
  * method is synchronous.
  */
-import type { Resources } from './tree/types';
+import type { Resources } from '../model/provider-types';
 import type { PlacementView } from './sync/view';
 
 /** The host cannot take the request, as far as this agent can tell. */

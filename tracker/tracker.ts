@@ -9,11 +9,11 @@
  * the Placement port directly, recording its claims here first).
  */
 import { Mutex } from 'async-mutex';
-import type { Logger } from '../agent/logging/logger';
-import type { Clock } from '../agent/util/clock';
+import type { Logger } from '../lib/logging/logger';
+import type { Clock } from '../lib/clock';
 import type { PlacementApi } from './placement/api';
-import type { ProviderTree } from './tree/provider-tree';
-import type { AllocationsByConsumer, ConsumerAllocations, MoveInstruction, ProviderSnapshot } from './tree/types';
+import type { ProviderTree } from '../model/provider-tree';
+import type { AllocationsByConsumer, ConsumerAllocations, MoveInstruction, ProviderSnapshot } from '../model/provider-types';
 import type { SyncResult } from './sync/context';
 import { readAspect, SyncError, type SyncContext } from './sync/context';
 import { PlacementError } from './placement/errors';
@@ -25,7 +25,7 @@ import { Syncer } from './sync/syncer';
 import { PlacementView } from './sync/view';
 import { RecordedWrites } from './sync/writes';
 import { SharingProviders } from './sync/sharing';
-import { systemClock } from '../agent/util/clock';
+import { systemClock } from '../lib/clock';
 import { ClaimBook } from './claims';
 
 /** What the tracker needs from a virt driver. */

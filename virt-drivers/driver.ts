@@ -10,8 +10,8 @@
  * "source" or "destination"). A method a driver cannot do throws `NotSupportedError`.
  */
 import type { AgentConfig } from '../config/schema';
-import type { ProviderTree } from '../tracker/tree/provider-tree';
-import type { AllocationsByConsumer, MoveInstruction } from '../tracker/tree/types';
+import type { ProviderTree } from '../model/provider-tree';
+import type { AllocationsByConsumer, MoveInstruction } from '../model/provider-types';
 import type {
   Flavor,
   HostRef,

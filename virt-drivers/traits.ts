@@ -9,7 +9,7 @@
  */
 import classesData from './data/os-resource-classes.json';
 import traitsData from './data/os-traits.json';
-import { CUSTOM_NAME, normalizeCustomName } from '../tracker/tree/types';
+import { CUSTOM_NAME, normalizeCustomName } from '../model/provider-types';
 
 interface CpuFlagRow {
   readonly flag: string;

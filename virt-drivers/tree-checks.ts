@@ -6,7 +6,7 @@
  * conformance suite and usable by the tracker before it writes anything. It is not: Placement;
  * it cannot know about consumers on providers outside the tree it is given.
  */
-import type { AllocationsByConsumer, InventoryRecord, MoveInstruction, ProviderSnapshot } from '../tracker/tree/types';
+import type { AllocationsByConsumer, InventoryRecord, MoveInstruction, ProviderSnapshot } from '../model/provider-types';
 import { isValidResourceClass, isValidTrait } from './traits';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

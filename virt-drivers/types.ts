@@ -10,35 +10,15 @@
  * It is: the vocabulary the compute manager and every driver share. It is not: nova's object
  * model; only what a driver needs to act is here, and it grows only by optional fields.
  */
-import type { Logger } from '../agent/logging/logger';
-import type { Clock } from '../agent/util/clock';
+import type { Logger } from '../lib/logging/logger';
+import type { Clock } from '../lib/clock';
 import type { AgentConfig } from '../config/schema';
-import type { ConsumerAllocations } from '../tracker/tree/types';
+import type { ConsumerAllocations } from '../model/provider-types';
 import type { Exec } from './host/exec';
 import type { HostFs } from './host/host-fs';
 
-/** nova's power states (`nova/compute/power_state.py`); the value is what nova stores. */
-export const POWER_STATE = {
-  NOSTATE: 0,
-  RUNNING: 1,
-  PAUSED: 3,
-  SHUTDOWN: 4,
-  CRASHED: 6,
-  SUSPENDED: 7,
-} as const;
-export type PowerState = keyof typeof POWER_STATE;
-
-/** The sizes an instance was scheduled with (nova's Flavor, the fields a driver uses). */
-export interface Flavor {
-  readonly name?: string;
-  readonly vcpus: number;
-  readonly memory_mb: number;
-  readonly root_gb: number;
-  readonly ephemeral_gb: number;
-  /** Swap in MiB (nova's unit for swap). */
-  readonly swap: number;
-  readonly extra_specs: Readonly<Record<string, string>>;
-}
+import type { DriverFlavor as Flavor, PowerState } from '../model/instance';
+export { POWER_STATE, type PowerState, type DriverFlavor as Flavor } from '../model/instance';
 
 /** An instance as a lifecycle request names it. */
 export interface InstanceRef {

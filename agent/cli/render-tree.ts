@@ -8,8 +8,8 @@
  * "initial" in the readable form).
  */
 import type { AgentConfig } from '../../config/schema';
-import type { ProviderTree } from '../../tracker/tree/provider-tree';
-import { resolveInventory, type FullInventoryRecord, type ProviderSnapshot } from '../../tracker/tree/types';
+import type { ProviderTree } from '../../model/provider-tree';
+import { resolveInventory, type FullInventoryRecord, type ProviderSnapshot } from '../../model/provider-types';
 import type { HostFacts } from '../../virt-drivers/host/discover';
 
 /** One provider in `discover --json`, with Placement's field names. */

@@ -3,7 +3,7 @@
  * stays the command's result (a tree, a plan, JSON). The daemon logs JSON to stdout instead.
  */
 import { pino } from 'pino';
-import type { Logger } from '../logging/logger';
+import type { Logger } from '../../lib/logging/logger';
 import { DriverInitError, UnknownDriverError } from '../../virt-drivers/errors';
 import { HostFileError } from '../../virt-drivers/fake/host-file';
 import type { CliIo } from './context';

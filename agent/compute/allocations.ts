@@ -14,7 +14,7 @@
  */
 import type { AllocationWrite, ConsumerAllocations, PlacementApi } from '../../tracker/placement/api';
 import { ConsumerGenerationConflictError, ProviderGenerationConflictError } from '../../tracker/placement/errors';
-import type { Resources } from '../../tracker/tree/types';
+import type { Resources } from '../../model/provider-types';
 
 export type Allocs = Readonly<Record<string, Resources>>;
 

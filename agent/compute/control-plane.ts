@@ -9,7 +9,7 @@
  * - nova (`agent/nova/control-plane.ts`): each step is the save nova-compute makes through
  *   nova-conductor (Instance, Migration, InstanceActionEvent, the scheduler fanout).
  */
-import type { MigrationRecord, InstanceRecord, Flavor } from './model';
+import type { MigrationRecord, InstanceRecord, Flavor } from '../../model/instance';
 import type { Notifier, RequestContext } from './ports';
 import { payloadOf } from './payload';
 import type { DecodedMigration } from './decode';

@@ -9,7 +9,7 @@
  * agent reads are checked.
  */
 import { z } from 'zod';
-import type { Flavor } from './model';
+import type { Flavor } from '../../model/instance';
 
 /** An argument that cannot be used; the message names it and says what was expected. */
 export class ArgumentError extends Error {

@@ -7,7 +7,7 @@ import { POWER_STATE } from '../../virt-drivers/types';
 import { flatten } from './allocations';
 import type { DecodedInstance } from './decode';
 import type { ComputeManager } from './manager';
-import type { Flavor, InstanceRecord, MigrationRecord } from './model';
+import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { RequestContext } from './ports';
 import { requestFromFlavor, totalsOf } from './resources';
 

@@ -14,7 +14,7 @@ import { POWER_STATE } from '../../virt-drivers/types';
 import type { LiveMigrateData } from '../../virt-drivers/types';
 import type { DecodedInstance, DecodedMigration } from './decode';
 import { ComputeManager } from './manager';
-import type { MigrationRecord } from './model';
+import type { MigrationRecord } from '../../model/instance';
 import type { RequestContext } from './ports';
 import { arrivingRecord, claimMoveDestination } from './flow-steps';
 import { migrationRef } from './resize';

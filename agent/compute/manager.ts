@@ -11,7 +11,7 @@
  * This file holds what every flow shares, and build/terminate/read; the moves are in `resize.ts`
  * and `live.ts`. Not here: decoding (`decode.ts`), RPC registration (`register.ts`).
  */
-import type { Logger } from '../logging/logger';
+import type { Logger } from '../../lib/logging/logger';
 import { InsufficientResourcesError, InvalidClaimError } from '../../tracker/claims';
 import type { PlacementApi } from '../../tracker/placement/api';
 import type { ResourceTracker } from '../../tracker/tracker';
@@ -23,7 +23,7 @@ import { AllocationConflictError, ClaimMismatchError, flatten, InstanceAllocatio
 import type { DecodedInstance } from './decode';
 import { InstanceLocks } from './locks';
 import { arrivingRecord } from './flow-steps';
-import { describeState, InstanceNotFoundError, InvalidStateError, type Flavor, type InstanceRecord } from './model';
+import { describeState, InstanceNotFoundError, InvalidStateError, type Flavor, type InstanceRecord } from '../../model/instance';
 import { NotifierControlPlane, type ControlPlane, type FlowStep } from './control-plane';
 import type { ComputePeers, Notifier, RecordStore, RequestContext } from './ports';
 import { placeRequest, requestFromFlavor, sumAllocations, totalsOf } from './resources';

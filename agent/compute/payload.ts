@@ -2,7 +2,7 @@
  * Versioned notification payloads, shaped like nova's `InstanceActionPayload` (a NovaObject
  * primitive), so consumers of nova's notifications can read ours.
  */
-import type { InstanceRecord } from './model';
+import type { InstanceRecord } from '../../model/instance';
 
 const POWER = ['pending', 'running', 'pending', 'paused', 'shutdown', 'pending', 'crashed', 'suspended'];
 

@@ -5,15 +5,15 @@
  * become nova.exception failures the caller can rebuild (`InstanceNotFound`,
  * `InstanceInvalidState`, `ComputeResourcesUnavailable`, ...).
  */
-import { arg } from '../rpc/args';
-import type { Dispatcher } from '../rpc/dispatcher';
-import { NovaError } from '../rpc/errors';
+import { arg } from '../rpc/endpoint/args';
+import type { Dispatcher } from '../rpc/endpoint/dispatcher';
+import { NovaError } from '../rpc/oslo/errors';
 import { InsufficientResourcesError, InvalidClaimError } from '../../tracker/claims';
 import { MigrationPreCheckError } from '../../virt-drivers/errors';
 import { AllocationConflictError, ClaimMismatchError } from './allocations';
 import { ArgumentError } from './decode';
 import type { ComputeMethod } from './methods';
-import { InstanceNotFoundError, InvalidStateError } from './model';
+import { InstanceNotFoundError, InvalidStateError } from '../../model/instance';
 
 /** nova's argument names per method (rpc-protocol.md section 4). */
 const ARGS: Readonly<Record<string, readonly string[]>> = {

@@ -17,7 +17,7 @@ import type { MigrationRef } from '../../virt-drivers/types';
 import { POWER_STATE } from '../../virt-drivers/types';
 import type { DecodedInstance, DecodedMigration } from './decode';
 import { ComputeManager } from './manager';
-import type { Flavor, InstanceRecord, MigrationRecord } from './model';
+import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { RequestContext } from './ports';
 import { arrivingRecord, claimMoveDestination } from './flow-steps';
 import { plainMigrationArg, type ControlPlane } from './control-plane';

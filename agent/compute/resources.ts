@@ -13,9 +13,9 @@
  */
 import type { ClaimBook } from '../../tracker/claims';
 import { InsufficientResourcesError } from '../../tracker/claims';
-import type { ProviderSnapshot, Resources } from '../../tracker/tree/types';
+import type { ProviderSnapshot, Resources } from '../../model/provider-types';
 import { ArgumentError } from './decode';
-import type { Flavor } from './model';
+import type { Flavor } from '../../model/instance';
 
 export interface RequestGroup {
   readonly resources: Record<string, number>;

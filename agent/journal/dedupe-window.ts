@@ -12,9 +12,9 @@
  *
  * Not here: the requests themselves (the journal keeps those).
  */
-import type { Clock } from '../util/clock';
-import { systemClock } from '../util/clock';
-import { JsonCheckpoint } from '../util/checkpoint';
+import type { Clock } from '../../lib/clock';
+import { systemClock } from '../../lib/clock';
+import { JsonCheckpoint } from '../../lib/checkpoint';
 
 export const DEDUPE_WINDOW_FILE = 'rpc-dedupe-window.json';
 const KIND = 'compute-agent/rpc-dedupe-window';

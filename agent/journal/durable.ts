@@ -12,7 +12,7 @@
  * changes only after the record is on disk, so what the agent acts on is always recoverable.
  */
 import { join } from 'node:path';
-import type { Logger } from '../logging/logger';
+import type { Logger } from '../../lib/logging/logger';
 import { RecordLog } from './log';
 import { JournalError, type AcceptResult, type JournalRequest, type RequestJournal, type RequestOutcome } from './types';
 

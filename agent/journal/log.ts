@@ -19,9 +19,9 @@
 import { constants } from 'node:fs';
 import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fsyncDir, writeFileAtomic } from '../util/atomic-file';
-import { readCheckpoint, writeCheckpoint, type CheckpointSpec } from '../util/checkpoint';
-import { crc32 } from '../util/crc32';
+import { fsyncDir, writeFileAtomic } from '../../lib/atomic-file';
+import { readCheckpoint, writeCheckpoint, type CheckpointSpec } from '../../lib/checkpoint';
+import { crc32 } from '../../lib/crc32';
 
 export interface LogRecord {
   readonly s: number;

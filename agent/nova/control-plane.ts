@@ -15,10 +15,10 @@
  */
 import type { ControlPlane, FlowStep } from '../compute/control-plane';
 import type { DecodedMigration } from '../compute/decode';
-import type { Flavor, InstanceRecord, MigrationRecord } from '../compute/model';
+import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { RequestContext } from '../compute/ports';
-import type { Logger } from '../logging/logger';
-import type { Conductor } from '../rpc/conductor';
+import type { Logger } from '../../lib/logging/logger';
+import type { Conductor } from './conductor';
 import { applyUpdates, isPrimitive, novaTime, primitive, withChanges, type Primitive } from './objects';
 
 type Fields = Readonly<Record<string, unknown>>;

@@ -13,9 +13,9 @@
  *
  * A failed heartbeat is logged and retried on the next tick; it never stops the agent.
  */
-import type { Logger } from '../logging/logger';
-import { ConductorError, type Conductor } from '../rpc/conductor';
-import { serviceContext } from '../rpc/context';
+import type { Logger } from '../../lib/logging/logger';
+import { ConductorError, type Conductor } from './conductor';
+import { serviceContext } from '../rpc/oslo/context';
 import { applyUpdates, dataOf, isPrimitive, primitive, type Primitive } from './objects';
 
 export const COMPUTE_BINARY = 'nova-compute';

@@ -5,10 +5,10 @@
  */
 import type { AgentConfig } from '../../config/schema';
 import type { ResourceTracker } from '../../tracker/tracker';
-import type { InstanceRecord } from '../compute/model';
-import type { Logger } from '../logging/logger';
-import type { RpcClient } from '../rpc/client';
-import { ConductorClient } from '../rpc/conductor';
+import type { InstanceRecord } from '../../model/instance';
+import type { Logger } from '../../lib/logging/logger';
+import type { RpcClient } from '../rpc/endpoint/client';
+import { ConductorClient } from './conductor';
 import { NovaControlPlane } from './control-plane';
 import { NovaService, type ComputeNodeFacts, type NodeUsage } from './service';
 import { NOVA_OBJECT_VERSIONS } from './versions';

@@ -8,7 +8,7 @@
  * `NOTIFY_SOCKET` (not under systemd) every call is a no-op.
  */
 import { execFile } from 'node:child_process';
-import type { Logger } from '../logging/logger';
+import type { Logger } from '../../lib/logging/logger';
 
 export interface ServiceNotifier {
   /** Whether messages go anywhere. */

@@ -4,7 +4,7 @@
  * JSON body naming each check and why it failed. Anything else is 404. No framework: two routes.
  */
 import { createServer, type Server } from 'node:http';
-import type { Logger } from '../logging/logger';
+import type { Logger } from '../../lib/logging/logger';
 import type { AgentMetrics } from './metrics';
 
 export interface CheckResult {

@@ -7,7 +7,7 @@
  * Event-loop health is measured by the drift of this loop's own timer: a probe that blocks the
  * loop delays the tick, and a tick later than `maxLagMs` withholds the keep-alive.
  */
-import type { Logger } from '../logging/logger';
+import type { Logger } from '../../lib/logging/logger';
 import type { ServiceNotifier } from './notify';
 
 export interface WatchdogCondition {

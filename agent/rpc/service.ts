@@ -12,15 +12,15 @@ import type { AgentConfig } from '../../config/schema';
 import { DedupeWindow, DEDUPE_WINDOW_FILE } from '../journal/dedupe-window';
 import { InMemoryRequestJournal } from '../journal/memory';
 import type { RequestJournal } from '../journal/types';
-import type { Logger } from '../logging/logger';
-import { systemClock, type Clock } from '../util/clock';
-import { AmqpBroker } from './amqp-broker';
-import type { Broker, BrokerStatus } from './broker';
-import { RpcClient } from './client';
-import { COMPUTE_TOPIC, computeDispatcher } from './compute-methods';
-import type { Dispatcher } from './dispatcher';
-import { RpcServer } from './server';
-import { procUptimeProvider, type HostUptimeProvider } from './uptime';
+import type { Logger } from '../../lib/logging/logger';
+import { systemClock, type Clock } from '../../lib/clock';
+import { AmqpBroker } from './amqp/amqp-broker';
+import type { Broker, BrokerStatus } from './amqp/broker';
+import { RpcClient } from './endpoint/client';
+import { COMPUTE_TOPIC, computeDispatcher } from '../compute/adapters/uptime-method';
+import type { Dispatcher } from './endpoint/dispatcher';
+import { RpcServer } from './endpoint/server';
+import { procUptimeProvider, type HostUptimeProvider } from '../compute/adapters/host-uptime';
 
 export interface RpcServiceDeps {
   readonly config: AgentConfig;

@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { PlacementClient } from '../../tracker/placement/client';
 import { PlacementError } from '../../tracker/placement/errors';
 import type { PlacementHttp } from '../../tracker/placement/http';
-import type { Resources } from '../../tracker/tree/types';
+import type { Resources } from '../../model/provider-types';
 import { median, percentile, round } from '../lib';
 
 /** A flavor as a candidates query: the unnumbered group, plus one numbered group for a port. */

@@ -9,7 +9,7 @@
  */
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { silentLogger } from '../../agent/logging/logger';
+import { silentLogger } from '../../lib/logging/logger';
 import { createDriver, createTracker } from '../../agent/wiring';
 import { loadConfig } from '../../config/loader';
 import type { Auditor } from '../../tracker/audit';

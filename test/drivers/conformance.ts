@@ -8,8 +8,8 @@
  * The tracker issue adds the Placement writes for each tree (nock, from the real exchanges);
  * later issues add lifecycle steps.
  */
-import { ProviderTree } from '../../tracker/tree/provider-tree';
-import type { AllocationsByConsumer, MoveInstruction, ProviderSnapshot } from '../../tracker/tree/types';
+import { ProviderTree } from '../../model/provider-tree';
+import type { AllocationsByConsumer, MoveInstruction, ProviderSnapshot } from '../../model/provider-types';
 import type { VirtDriver } from '../../virt-drivers/driver';
 import { STANDARD_TRAITS } from '../../virt-drivers/traits';
 import { checkMoves, checkProviderTree } from '../../virt-drivers/tree-checks';

@@ -6,8 +6,8 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { silentLogger } from '../../agent/logging/logger';
-import { systemClock } from '../../agent/util/clock';
+import { silentLogger } from '../../lib/logging/logger';
+import { systemClock } from '../../lib/clock';
 import { loadConfig } from '../../config/loader';
 import { FakeDriver } from '../../virt-drivers/fake/driver';
 import { ProcessExec } from '../../virt-drivers/host/exec';

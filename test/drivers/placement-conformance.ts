@@ -9,13 +9,13 @@
  *   and leaves Placement equal to the new tree with every consumer's totals preserved.
  */
 import nock from 'nock';
-import { silentLogger } from '../../agent/logging/logger';
+import { silentLogger } from '../../lib/logging/logger';
 import { NoAuth } from '../../tracker/placement/auth';
 import { PlacementClient } from '../../tracker/placement/client';
 import { PlacementHttp } from '../../tracker/placement/http';
 import { initialRatiosFrom, ResourceTracker, type TreeSource } from '../../tracker/tracker';
-import type { ProviderTree } from '../../tracker/tree/provider-tree';
-import { resolveInventory, type AllocationsByConsumer, type MoveInstruction, type ProviderSnapshot } from '../../tracker/tree/types';
+import type { ProviderTree } from '../../model/provider-tree';
+import { resolveInventory, type AllocationsByConsumer, type MoveInstruction, type ProviderSnapshot } from '../../model/provider-types';
 import type { VirtDriver } from '../../virt-drivers/driver';
 import { MockPlacement } from '../helpers/mock-placement';
 import { fillAllocations, rootOnly, ROOT_UUID, type ConformanceSubject } from './conformance';

@@ -5,13 +5,13 @@
  * equal the fake driver's but for the capability traits: both lay the host out through the same
  * probes and `layout/`.
  */
-import { silentLogger } from '../../agent/logging/logger';
-import { systemClock } from '../../agent/util/clock';
+import { silentLogger } from '../../lib/logging/logger';
+import { systemClock } from '../../lib/clock';
 import { loadConfig } from '../../config/loader';
-import type { ProviderSnapshot } from '../../tracker/tree/types';
+import type { ProviderSnapshot } from '../../model/provider-types';
 import { CAPABILITY_TRAITS } from '../../virt-drivers/driver';
 import { FakeDriver } from '../../virt-drivers/fake/driver';
-import { FakeExec } from '../../virt-drivers/host/fake-exec';
+import { FakeExec } from '../helpers/fake-exec';
 import { RootedHostFs } from '../../virt-drivers/host/host-fs';
 import { QemuDriver } from '../../virt-drivers/qemu/driver';
 import type { DriverContext } from '../../virt-drivers/types';

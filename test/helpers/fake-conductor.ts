@@ -6,8 +6,8 @@
  * ComputeHostNotFound. Every call is recorded.
  */
 import { randomUUID } from 'node:crypto';
-import { ConductorError, type Conductor, type ObjectActionReply } from '../../agent/rpc/conductor';
-import type { RpcContext } from '../../agent/rpc/messages';
+import { ConductorError, type Conductor, type ObjectActionReply } from '../../agent/nova/conductor';
+import type { RpcContext } from '../../agent/rpc/oslo/messages';
 
 type Data = Record<string, unknown>;
 

@@ -5,15 +5,15 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { silentLogger, type Logger } from '../../agent/logging/logger';
-import { systemClock } from '../../agent/util/clock';
+import { silentLogger, type Logger } from '../../lib/logging/logger';
+import { systemClock } from '../../lib/clock';
 import { treeJson, type ProviderJson } from '../../agent/cli/render-tree';
 import { loadConfig } from '../../config/loader';
 import type { AgentConfig } from '../../config/schema';
-import { ProviderTree } from '../../tracker/tree/provider-tree';
-import type { MoveInstruction } from '../../tracker/tree/types';
+import { ProviderTree } from '../../model/provider-tree';
+import type { MoveInstruction } from '../../model/provider-types';
 import { FakeDriver } from '../../virt-drivers/fake/driver';
-import { FakeExec, type FakeAnswer } from '../../virt-drivers/host/fake-exec';
+import { FakeExec, type FakeAnswer } from './fake-exec';
 import { RecordedSizesHostFs, type FsSize } from '../../virt-drivers/host/host-fs';
 import type { DriverContext } from '../../virt-drivers/types';
 

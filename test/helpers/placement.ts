@@ -1,6 +1,6 @@
 /** Real-Placement helpers for integration tests: a client on the dev stack, and a capturing logger. */
 import { randomUUID } from 'node:crypto';
-import { createLogger, type Logger } from '../../agent/logging/logger';
+import { createLogger, type Logger } from '../../lib/logging/logger';
 import { NoAuth } from '../../tracker/placement/auth';
 import { PlacementClient } from '../../tracker/placement/client';
 import { PlacementHttp, RequestCounter } from '../../tracker/placement/http';

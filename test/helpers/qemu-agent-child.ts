@@ -6,8 +6,8 @@
  * Run through `runTsChild` (`node scripts/ts-run.js`, which transpiles TypeScript on the fly), so
  * it exercises the source, never a stale build.
  */
-import { silentLogger } from '../../agent/logging/logger';
-import { systemClock } from '../../agent/util/clock';
+import { silentLogger } from '../../lib/logging/logger';
+import { systemClock } from '../../lib/clock';
 import { loadConfig } from '../../config/loader';
 import { ProcessExec } from '../../virt-drivers/host/exec';
 import { RootedHostFs } from '../../virt-drivers/host/host-fs';

@@ -3,8 +3,8 @@
  * inventories and traits, and children. Moves are whatever the test queues for the next cycle.
  */
 import type { TreeSource } from '../../tracker/tracker';
-import type { ProviderTree } from '../../tracker/tree/provider-tree';
-import type { AllocationsByConsumer, Inventories, MoveInstruction } from '../../tracker/tree/types';
+import type { ProviderTree } from '../../model/provider-tree';
+import type { AllocationsByConsumer, Inventories, MoveInstruction } from '../../model/provider-types';
 
 export interface ChildSpec {
   uuid: string;

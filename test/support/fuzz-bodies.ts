@@ -1,7 +1,7 @@
 // Hostile AMQP bodies for the RPC server: random bytes, truncated real messages, wrong types in
 // every field, huge strings. Deterministic for a given seed.
-import { encodeEnvelope } from '../../agent/rpc/envelope';
-import { encodeRequest } from '../../agent/rpc/messages';
+import { encodeEnvelope } from '../../agent/rpc/oslo/envelope';
+import { encodeRequest } from '../../agent/rpc/oslo/messages';
 
 /** mulberry32: a small seeded PRNG. */
 export function prng(seed: number): () => number {

@@ -10,7 +10,7 @@
  *
  * Every method throws a `PlacementError` subclass (`errors.ts`) on failure.
  */
-import type { FullInventoryRecord, Resources } from '../tree/types';
+import type { FullInventoryRecord, Resources } from '../../model/provider-types';
 import type { PlacementVersions } from './version';
 
 export interface ProviderRecord {

@@ -24,7 +24,7 @@ import type {
 import { PlacementNotFoundError, PlacementVersionError } from './errors';
 import type { PlacementHttp, PlacementRequest } from './http';
 import { compareMicroversion, formatMicroversion, MIN_PLACEMENT_MICROVERSION, parseVersionDocument, type PlacementVersions } from './version';
-import type { FullInventoryRecord } from '../tree/types';
+import type { FullInventoryRecord } from '../../model/provider-types';
 
 export type { ProviderRecord } from './api';
 

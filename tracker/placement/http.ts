@@ -15,9 +15,9 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { NodeHttpTransport, TransportError, type HttpTransport } from './transport';
-import type { Clock } from '../../agent/util/clock';
-import { systemClock } from '../../agent/util/clock';
-import { backoffDelay, type BackoffPolicy } from '../../agent/util/backoff';
+import type { Clock } from '../../lib/clock';
+import { systemClock } from '../../lib/clock';
+import { backoffDelay, type BackoffPolicy } from '../../lib/backoff';
 import type { AuthProvider } from './auth';
 import {
   ConsumerGenerationConflictError,

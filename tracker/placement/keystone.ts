@@ -9,7 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { NodeHttpTransport, type HttpTransport } from './transport';
-import { systemClock, type Clock } from '../../agent/util/clock';
+import { systemClock, type Clock } from '../../lib/clock';
 import type { AuthProvider } from './auth';
 import { PlacementAuthError } from './errors';
 

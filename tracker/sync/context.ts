@@ -2,8 +2,8 @@
  * What one sync cycle works with: the Placement port for reads, the write sink, the cache, the
  * ownership record, and counters. Also the cycle's result, and the errors a cycle can end with.
  */
-import type { Logger } from '../../agent/logging/logger';
-import type { Clock } from '../../agent/util/clock';
+import type { Logger } from '../../lib/logging/logger';
+import type { Clock } from '../../lib/clock';
 import type { PlacementApi } from '../placement/api';
 import type { InitialRatios } from './diff';
 import type { Ownership } from './ownership';

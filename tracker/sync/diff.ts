@@ -2,8 +2,8 @@
  * Pure comparisons for the sync: what the driver wants against what Placement holds, with the
  * ownership rule that the agent changes only what it put there.
  */
-import type { FullInventoryRecord, Inventories } from '../tree/types';
-import { resolveInventory } from '../tree/types';
+import type { FullInventoryRecord, Inventories } from '../../model/provider-types';
+import { resolveInventory } from '../../model/provider-types';
 
 /** Initial allocation ratios by resource class, for classes Placement does not have yet. */
 export type InitialRatios = Readonly<Record<string, number>>;

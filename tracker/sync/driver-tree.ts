@@ -5,7 +5,7 @@
  * our tree are left out: the driver cannot remove what it never sees, and the sync merges them back.
  * A private copy: the driver may change it freely.
  */
-import { ProviderTree } from '../tree/provider-tree';
+import { ProviderTree } from '../../model/provider-tree';
 import type { Ownership } from './ownership';
 import type { PlacementView } from './view';
 

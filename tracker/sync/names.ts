@@ -6,8 +6,8 @@
  * against newer os-traits) is dropped from the write with a warning, so one unknown name does not
  * make Placement refuse the provider's whole trait list.
  */
-import type { ProviderSnapshot } from '../tree/types';
-import { CUSTOM_NAME } from '../tree/types';
+import type { ProviderSnapshot } from '../../model/provider-types';
+import { CUSTOM_NAME } from '../../model/provider-types';
 import type { SyncContext } from './context';
 
 /** Names known to exist in Placement; lives as long as the agent process. */

@@ -9,8 +9,8 @@
  * which can leave a stale trait behind but never destroys someone else's.
  */
 import { join } from 'node:path';
-import type { Logger } from '../../agent/logging/logger';
-import { readCheckpoint, writeCheckpoint, type CheckpointSpec } from '../../agent/util/checkpoint';
+import type { Logger } from '../../lib/logging/logger';
+import { readCheckpoint, writeCheckpoint, type CheckpointSpec } from '../../lib/checkpoint';
 
 export interface OwnedState {
   providers: string[];

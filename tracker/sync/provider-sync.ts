@@ -10,7 +10,7 @@ import {
   InventoryInUseError,
   ProviderGenerationConflictError,
 } from '../placement/errors';
-import type { FullInventoryRecord, ProviderSnapshot } from '../tree/types';
+import type { FullInventoryRecord, ProviderSnapshot } from '../../model/provider-types';
 import { conflictPause, freshAspect, readAspect, SyncError, type SyncContext } from './context';
 import { mergeOwned, resolveInventories, sameFullInventories, sameSet } from './diff';
 

@@ -14,8 +14,8 @@
  * bottom-up); see `syncer.ts`.
  */
 import type { AllocationWrite, ReshapeRequest } from '../placement/api';
-import type { FullInventoryRecord, MoveInstruction, Resources } from '../tree/types';
-import type { ProviderTree as Tree } from '../tree/provider-tree';
+import type { FullInventoryRecord, MoveInstruction, Resources } from '../../model/provider-types';
+import type { ProviderTree as Tree } from '../../model/provider-tree';
 import { freshAspect, ReshapeError, type SyncContext } from './context';
 import { resolveInventories } from './diff';
 

@@ -8,8 +8,8 @@
  * `[compute] resource_provider_association_refresh` seconds, so a steady cycle costs nothing extra.
  */
 import type { PlacementApi } from '../placement/api';
-import type { ProviderTree } from '../tree/provider-tree';
-import type { ProviderSnapshot } from '../tree/types';
+import type { ProviderTree } from '../../model/provider-tree';
+import type { ProviderSnapshot } from '../../model/provider-types';
 
 export class SharingProviders {
   private cached: ProviderSnapshot[] = [];

@@ -15,12 +15,12 @@
  * `SyncError` (the next cycle starts from a fresh listing); a refusal that concerns one provider
  * (e.g. an unknown resource class) is reported as a problem and the other providers still sync.
  */
-import type { Logger } from '../../agent/logging/logger';
-import { systemClock, type Clock } from '../../agent/util/clock';
+import type { Logger } from '../../lib/logging/logger';
+import { systemClock, type Clock } from '../../lib/clock';
 import type { PlacementApi } from '../placement/api';
 import { CannotDeleteParentError, DuplicateNameError, PlacementError, PlacementUnavailableError, ProviderInUseError } from '../placement/errors';
-import type { ProviderTree } from '../tree/provider-tree';
-import type { MoveInstruction, ProviderSnapshot } from '../tree/types';
+import type { ProviderTree } from '../../model/provider-tree';
+import type { MoveInstruction, ProviderSnapshot } from '../../model/provider-types';
 import { ReshapeError, SyncError, type SyncContext, type SyncResult } from './context';
 import type { InitialRatios } from './diff';
 import { ensureNames, type KnownNames } from './names';

@@ -13,7 +13,7 @@
  * Not synchronized: owned by the tracker, which serializes cycles and claims.
  */
 import type { ProviderRecord } from '../placement/api';
-import type { FullInventoryRecord, Resources } from '../tree/types';
+import type { FullInventoryRecord, Resources } from '../../model/provider-types';
 
 export interface AspectData {
   inventories: Readonly<Record<string, FullInventoryRecord>>;

@@ -4,7 +4,7 @@
  * lists exactly the writes it would make.
  */
 import type { AllocationWrite, PlacementApi, ProviderRecord, ReshapeRequest } from '../placement/api';
-import type { FullInventoryRecord } from '../tree/types';
+import type { FullInventoryRecord } from '../../model/provider-types';
 
 /** A write the sync made, or would make. */
 export interface PlannedWrite {

@@ -12,9 +12,9 @@
  * conformance suite is checked against. It is not: persistent; instances vanish with the process.
  */
 import { promises as fsp } from 'node:fs';
-import type { Logger } from '../../agent/logging/logger';
-import type { ProviderTree } from '../../tracker/tree/provider-tree';
-import type { AllocationsByConsumer, MoveInstruction } from '../../tracker/tree/types';
+import type { Logger } from '../../lib/logging/logger';
+import type { ProviderTree } from '../../model/provider-tree';
+import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
 import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type VirtDriver } from '../driver';
 import { DriverError, DriverInitError, InstanceExistsError, InstanceStateError, MigrationPreCheckError } from '../errors';
 import { discoverHost, type HostFacts } from '../host/discover';

@@ -5,7 +5,7 @@
  * It is: test tooling that lives beside the fake driver so any test (or the `run` command with
  * the fake driver) can reach it. It is not: used by real drivers.
  */
-import type { Clock } from '../../agent/util/clock';
+import type { Clock } from '../../lib/clock';
 import { InjectedFaultError } from '../errors';
 
 /** What to do to calls of one method. */

@@ -7,7 +7,7 @@
  * hypervisors each doing their half, exactly as with real hosts.
  */
 import { readFileSync } from 'node:fs';
-import { writeFileAtomic } from '../../agent/util/atomic-file';
+import { writeFileAtomic } from '../../lib/atomic-file';
 import { InstanceExistsError, InstanceNotFoundError, InstanceStateError } from '../errors';
 import type { Flavor, InstanceInfo, InstanceRef, InstanceSpec, PowerState } from '../types';
 

@@ -6,8 +6,8 @@
  * It is: the single entry point drivers use to look at real hardware. It is not: a cache; each
  * call probes again (a pass costs tens of milliseconds, and the tracker calls it once per audit).
  */
-import type { Logger } from '../../agent/logging/logger';
-import type { Clock } from '../../agent/util/clock';
+import type { Logger } from '../../lib/logging/logger';
+import type { Clock } from '../../lib/clock';
 import { cpuProbe } from './cpu';
 import { diskProbe } from './disk';
 import type { Exec } from './exec';

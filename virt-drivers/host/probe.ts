@@ -11,8 +11,8 @@
  * tree, a failed one is left as the tree already had it (one bad read must not withdraw capacity
  * that has allocations).
  */
-import type { Logger } from '../../agent/logging/logger';
-import type { Clock } from '../../agent/util/clock';
+import type { Logger } from '../../lib/logging/logger';
+import type { Clock } from '../../lib/clock';
 import type { Exec } from './exec';
 import type { HostFs } from './host-fs';
 

@@ -13,8 +13,8 @@
  * random uuid), else a new provider with the derived uuid. Renames go through temporary names, so
  * two interfaces that swap names swap providers cleanly.
  */
-import { ProviderTree } from '../../tracker/tree/provider-tree';
-import type { AllocationsByConsumer, MoveInstruction } from '../../tracker/tree/types';
+import { ProviderTree } from '../../model/provider-tree';
+import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
 import { deviceProviderUuid, gpuAddressFromName, isNicProviderName } from './ids';
 import { computeMoves, type Locator, type MoveSide } from './moves';
 import type { ChildPlan, HostPlan } from './plan-types';

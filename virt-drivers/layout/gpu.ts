@@ -22,7 +22,7 @@
  *
  * A GPU whose facts are `incomplete` (nvidia-smi failed) is left as the tree has it.
  */
-import { normalizeCustomName, type InventoryRecord } from '../../tracker/tree/types';
+import { normalizeCustomName, type InventoryRecord } from '../../model/provider-types';
 import type { GpuFacts } from '../host/facts';
 import { standardOrCustomTrait } from '../traits';
 import { gpuProviderName } from './ids';

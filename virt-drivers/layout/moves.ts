@@ -14,7 +14,7 @@
  * split otherwise. Allocations that fit nowhere are reported as warnings (the reshape will fail
  * on them; nothing is invented).
  */
-import type { AllocationsByConsumer, Inventories, InventoryRecord, MoveInstruction } from '../../tracker/tree/types';
+import type { AllocationsByConsumer, Inventories, InventoryRecord, MoveInstruction } from '../../model/provider-types';
 
 /** One provider as the move computation sees it. */
 export interface MoveSide {

@@ -14,7 +14,7 @@
  * speed seen by this process (`SpeedMemory`) rather than losing its bandwidth inventory, which may
  * have allocations, on every cable flap.
  */
-import { normalizeCustomName, type InventoryRecord } from '../../tracker/tree/types';
+import { normalizeCustomName, type InventoryRecord } from '../../model/provider-types';
 import type { NicFacts } from '../host/facts';
 import { pciSlot } from '../host/pci';
 import { deviceRecord } from './gpu';

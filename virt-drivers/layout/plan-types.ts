@@ -5,7 +5,7 @@
  * It is: plain data computed from host facts and configuration (`plan.ts`). It is not: the tree;
  * applying it decides uuids, renames, removals and move instructions.
  */
-import type { InventoryRecord } from '../../tracker/tree/types';
+import type { InventoryRecord } from '../../model/provider-types';
 
 /** One child provider the driver wants under the compute node. */
 export interface ChildPlan {

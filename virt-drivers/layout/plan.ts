@@ -17,8 +17,8 @@
  * A probe that failed leaves its part as the tree has it (classes, traits, children); a probe
  * that found nothing removes its part.
  */
-import type { ProviderTree } from '../../tracker/tree/provider-tree';
-import type { InventoryRecord } from '../../tracker/tree/types';
+import type { ProviderTree } from '../../model/provider-tree';
+import type { InventoryRecord } from '../../model/provider-types';
 import type { HostFacts } from '../host/discover';
 import type { HugepagePool } from '../host/facts';
 import { CPU_FLAG_TRAITS, cpuFlagTraits } from '../traits';

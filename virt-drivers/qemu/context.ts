@@ -7,8 +7,8 @@
  * It is: shared state, owned by the driver. It is not: shared between driver instances (two
  * drivers on one machine, as in the tests, are two hosts).
  */
-import type { Logger } from '../../agent/logging/logger';
-import type { Clock } from '../../agent/util/clock';
+import type { Logger } from '../../lib/logging/logger';
+import type { Clock } from '../../lib/clock';
 import { DriverError } from '../errors';
 import type { Exec } from '../host/exec';
 import type { InstanceSpec } from '../types';

@@ -11,9 +11,9 @@
  * `cold-migration`, `live-source`, `live-destination`, `recovery`). It is not: networking or
  * volumes (instances get no NIC and only their root disk), nor Glance (images are local files).
  */
-import type { Logger } from '../../agent/logging/logger';
-import type { ProviderTree } from '../../tracker/tree/provider-tree';
-import type { AllocationsByConsumer, MoveInstruction } from '../../tracker/tree/types';
+import type { Logger } from '../../lib/logging/logger';
+import type { ProviderTree } from '../../model/provider-tree';
+import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
 import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type VirtDriver } from '../driver';
 import { DriverError, DriverInitError, InstanceNotFoundError, InstanceStateError } from '../errors';
 import { discoverHost } from '../host/discover';

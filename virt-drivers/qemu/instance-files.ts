@@ -19,7 +19,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { readCheckpoint, writeCheckpoint, type CheckpointSpec } from '../../agent/util/checkpoint';
+import { readCheckpoint, writeCheckpoint, type CheckpointSpec } from '../../lib/checkpoint';
 import type { Flavor } from '../types';
 import type { VmDefinition } from './cmdline';
 

@@ -15,7 +15,7 @@
  */
 import { Mutex } from 'async-mutex';
 import { access, rm } from 'node:fs/promises';
-import type { Logger } from '../../agent/logging/logger';
+import type { Logger } from '../../lib/logging/logger';
 import type { PowerState } from '../types';
 import type { InstancePaths, InstanceRecord } from './instance-files';
 import { writeRecord } from './instance-files';

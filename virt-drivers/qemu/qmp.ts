@@ -14,8 +14,8 @@
  * is done. Events sent before `qmp_capabilities` are lost (QEMU holds none back).
  */
 import { createConnection, type Socket } from 'node:net';
-import type { Logger } from '../../agent/logging/logger';
-import { systemClock, type Clock } from '../../agent/util/clock';
+import type { Logger } from '../../lib/logging/logger';
+import { systemClock, type Clock } from '../../lib/clock';
 import { QmpClosedError, QmpCommandError, QmpConnectError, QmpProtocolError, QmpTimeoutError } from './errors';
 
 /** An asynchronous event, with its data (an empty object when QEMU sent none). */

@@ -14,7 +14,7 @@
  * the compute manager; `RecoveredInstance` is what it reconciles against.
  */
 import { readFile, rm } from 'node:fs/promises';
-import { CheckpointCorruptError } from '../../agent/util/checkpoint';
+import { CheckpointCorruptError } from '../../lib/checkpoint';
 import type { QemuHost } from './context';
 import { instancePaths, readRecord, scanInstanceDirs, type InstanceDirEntry } from './instance-files';
 import type { Managed } from './instances';

@@ -10,8 +10,8 @@
  * It is: mechanism. It is not: state; whether the instance should run is in its record, which
  * the driver updates around these calls.
  */
-import type { Logger } from '../../agent/logging/logger';
-import type { Clock } from '../../agent/util/clock';
+import type { Logger } from '../../lib/logging/logger';
+import type { Clock } from '../../lib/clock';
 import { QmpClosedError } from './errors';
 import type { InstancePaths } from './instance-files';
 import type { QemuOptions } from './options';

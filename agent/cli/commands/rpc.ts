@@ -9,11 +9,11 @@
  * anything is sent.
  */
 import { Option } from 'commander';
-import { silentLogger } from '../../logging/logger';
-import { AmqpBroker } from '../../rpc/amqp-broker';
-import { RpcClient } from '../../rpc/client';
-import { RemoteError, RpcTimeoutError } from '../../rpc/errors';
-import { parseVersion } from '../../rpc/versions';
+import { silentLogger } from '../../../lib/logging/logger';
+import { AmqpBroker } from '../../rpc/amqp/amqp-broker';
+import { RpcClient } from '../../rpc/endpoint/client';
+import { RemoteError, RpcTimeoutError } from '../../rpc/oslo/errors';
+import { parseVersion } from '../../rpc/oslo/versions';
 import type { CliContext, CommandModule } from '../context';
 
 interface RpcOptions {

@@ -5,7 +5,7 @@ import { insecureConfigFiles } from '../../../config/permissions';
 import { placementFromConfig } from '../../../tracker/placement/factory';
 import { Daemon } from '../../daemon';
 import { AgentMetrics } from '../../ops/metrics';
-import { createLogger } from '../../logging/logger';
+import { createLogger } from '../../../lib/logging/logger';
 import type { CommandModule } from '../context';
 import { packageVersion } from '../version';
 

@@ -2,12 +2,12 @@
 // re-declares its topology and consumers, and every cast published with confirms before, during
 // and after the outage is handled exactly once.
 import { parseTransportUrl } from '../../../config/transport-url';
-import { silentLogger } from '../../../agent/logging/logger';
-import { AmqpBroker } from '../../../agent/rpc/amqp-broker';
-import { arg } from '../../../agent/rpc/args';
-import type { BrokerStatus } from '../../../agent/rpc/broker';
-import { RpcClient } from '../../../agent/rpc/client';
-import { Dispatcher } from '../../../agent/rpc/dispatcher';
+import { silentLogger } from '../../../lib/logging/logger';
+import { AmqpBroker } from '../../../agent/rpc/amqp/amqp-broker';
+import { arg } from '../../../agent/rpc/endpoint/args';
+import type { BrokerStatus } from '../../../agent/rpc/amqp/broker';
+import { RpcClient } from '../../../agent/rpc/endpoint/client';
+import { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
 import { agentStack, RABBIT, TRANSPORT_URL, type AgentStack } from './helpers';
 import { startPrivateRabbit, type PrivateRabbit } from './private-rabbit';
 

@@ -3,10 +3,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runCli, type CliIo } from '../../../agent/cli/program';
-import { arg } from '../../../agent/rpc/args';
-import { registerHostMethods } from '../../../agent/rpc/compute-methods';
-import { Dispatcher } from '../../../agent/rpc/dispatcher';
-import { NovaError } from '../../../agent/rpc/errors';
+import { arg } from '../../../agent/rpc/endpoint/args';
+import { registerHostMethods } from '../../../agent/compute/adapters/uptime-method';
+import { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
+import { NovaError } from '../../../agent/rpc/oslo/errors';
 import { agentStack, cleanupBroker, TRANSPORT_URL, unique, type AgentStack } from './helpers';
 
 jest.setTimeout(120_000);

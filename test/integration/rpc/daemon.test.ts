@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { loadConfig } from '../../../config/loader';
 import { Daemon } from '../../../agent/daemon';
 import { parseTransportUrl } from '../../../config/transport-url';
-import { createLogger, silentLogger } from '../../../agent/logging/logger';
-import { AmqpBroker } from '../../../agent/rpc/amqp-broker';
-import { RpcClient } from '../../../agent/rpc/client';
+import { createLogger, silentLogger } from '../../../lib/logging/logger';
+import { AmqpBroker } from '../../../agent/rpc/amqp/amqp-broker';
+import { RpcClient } from '../../../agent/rpc/endpoint/client';
 import { placementFromConfig } from '../../../tracker/placement/factory';
 import { cleanupBroker, RABBIT, TRANSPORT_URL, unique } from './helpers';
 

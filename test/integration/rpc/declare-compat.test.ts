@@ -1,9 +1,9 @@
 // The agent joins a broker where a real oslo.messaging server already declared the exchange, the
 // shared topic queue and the fanout exchange, under several [oslo_messaging_rabbit] settings: no
 // PRECONDITION_FAILED, and both answer. A mismatched setting is refused with the broker's reason.
-import { registerHostMethods } from '../../../agent/rpc/compute-methods';
-import { Dispatcher } from '../../../agent/rpc/dispatcher';
-import { TopologyError } from '../../../agent/rpc/broker';
+import { registerHostMethods } from '../../../agent/compute/adapters/uptime-method';
+import { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
+import { TopologyError } from '../../../agent/rpc/amqp/broker';
 import { agentStack, cleanupBroker, pythonClient, pythonServer, TRANSPORT_URL, unique } from './helpers';
 
 jest.setTimeout(180_000);

@@ -1,11 +1,11 @@
 // 10 000 fuzzed bodies (random bytes, truncated JSON, wrong types, huge strings) published to
 // compute.<host> on the real broker: the agent stays up and answers a valid oslo call right after.
 import { parseTransportUrl } from '../../../config/transport-url';
-import { silentLogger } from '../../../agent/logging/logger';
-import { AmqpBroker } from '../../../agent/rpc/amqp-broker';
-import { registerHostMethods } from '../../../agent/rpc/compute-methods';
-import { Dispatcher } from '../../../agent/rpc/dispatcher';
-import { arg } from '../../../agent/rpc/args';
+import { silentLogger } from '../../../lib/logging/logger';
+import { AmqpBroker } from '../../../agent/rpc/amqp/amqp-broker';
+import { registerHostMethods } from '../../../agent/compute/adapters/uptime-method';
+import { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
+import { arg } from '../../../agent/rpc/endpoint/args';
 import { fuzzBodies } from '../../support/fuzz-bodies';
 import { agentStack, cleanupBroker, pythonClient, RABBIT, TRANSPORT_URL, unique, type AgentStack } from './helpers';
 

@@ -9,12 +9,12 @@ import { connect } from 'amqplib';
 import { parseTransportUrl } from '../../../config/transport-url';
 import { DedupeWindow } from '../../../agent/journal/dedupe-window';
 import { InMemoryRequestJournal } from '../../../agent/journal/memory';
-import { silentLogger, type Logger } from '../../../agent/logging/logger';
-import { AmqpBroker } from '../../../agent/rpc/amqp-broker';
-import { RpcClient } from '../../../agent/rpc/client';
-import type { Dispatcher } from '../../../agent/rpc/dispatcher';
-import { RpcServer } from '../../../agent/rpc/server';
-import type { RabbitOptions } from '../../../agent/rpc/topology';
+import { silentLogger, type Logger } from '../../../lib/logging/logger';
+import { AmqpBroker } from '../../../agent/rpc/amqp/amqp-broker';
+import { RpcClient } from '../../../agent/rpc/endpoint/client';
+import type { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
+import { RpcServer } from '../../../agent/rpc/endpoint/server';
+import type { RabbitOptions } from '../../../agent/rpc/oslo/topology';
 import { RABBIT } from '../../unit/agent/rpc/harness';
 
 export { RABBIT };

@@ -1,10 +1,10 @@
 // Both directions against Debian's python3-oslo.messaging 14.0.3 on the shared RabbitMQ:
 // oslo client -> agent server, and agent client -> oslo server.
-import { arg } from '../../../agent/rpc/args';
-import { registerHostMethods } from '../../../agent/rpc/compute-methods';
-import { Dispatcher } from '../../../agent/rpc/dispatcher';
-import { NovaError, RemoteError } from '../../../agent/rpc/errors';
-import { procUptimeProvider } from '../../../agent/rpc/uptime';
+import { arg } from '../../../agent/rpc/endpoint/args';
+import { registerHostMethods } from '../../../agent/compute/adapters/uptime-method';
+import { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
+import { NovaError, RemoteError } from '../../../agent/rpc/oslo/errors';
+import { procUptimeProvider } from '../../../agent/compute/adapters/host-uptime';
 import { agentStack, cleanupBroker, pythonClient, pythonServer, TRANSPORT_URL, unique, type AgentStack, type PythonServer } from './helpers';
 
 jest.setTimeout(120_000);

@@ -3,8 +3,8 @@
 // the broker's certificate, the agent refuses the broker with a clear reason.
 import { chmodSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { silentLogger } from '../../../agent/logging/logger';
-import { AmqpBroker } from '../../../agent/rpc/amqp-broker';
+import { silentLogger } from '../../../lib/logging/logger';
+import { AmqpBroker } from '../../../agent/rpc/amqp/amqp-broker';
 import { loadConfig } from '../../../config/loader';
 import { startPrivateRabbit, type PrivateRabbit } from '../rpc/private-rabbit';
 import { makeTestCa } from '../../helpers/test-ca';

@@ -2,8 +2,8 @@
 // token, and RabbitMQ accepts an AMQP connection through the agent's own connection code.
 import axios from 'axios';
 import { loadConfig } from '../../../config/loader';
-import { AmqpBroker } from '../../../agent/rpc/amqp-broker';
-import { silentLogger } from '../../../agent/logging/logger';
+import { AmqpBroker } from '../../../agent/rpc/amqp/amqp-broker';
+import { silentLogger } from '../../../lib/logging/logger';
 import { NoAuth } from '../../../tracker/placement/auth';
 import { PlacementClient } from '../../../tracker/placement/client';
 import { PlacementAuthError } from '../../../tracker/placement/errors';

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { treeJson } from '../../../agent/cli/render-tree';
 import { RequestCounter } from '../../../tracker/placement/http';
 import { initialRatiosFrom, ResourceTracker } from '../../../tracker/tracker';
-import { ProviderTree } from '../../../tracker/tree/provider-tree';
+import { ProviderTree } from '../../../model/provider-tree';
 import { FakeDriver } from '../../../virt-drivers/fake/driver';
 import { driverContext, loadFixtureHost } from '../../helpers/fixture-host';
 import { captureLog, deleteTree, placementClient } from '../../helpers/placement';

@@ -6,7 +6,7 @@ import axios from 'axios';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { systemClock } from '../../../agent/util/clock';
+import { systemClock } from '../../../lib/clock';
 import { loadConfig } from '../../../config/loader';
 import { FakeDriver } from '../../../virt-drivers/fake/driver';
 import { ProcessExec } from '../../../virt-drivers/host/exec';

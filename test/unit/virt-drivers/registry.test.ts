@@ -1,10 +1,10 @@
-import { silentLogger } from '../../../agent/logging/logger';
-import { systemClock } from '../../../agent/util/clock';
+import { silentLogger } from '../../../lib/logging/logger';
+import { systemClock } from '../../../lib/clock';
 import { loadConfig } from '../../../config/loader';
 import { CAPABILITY_TRAITS, capabilityTraits } from '../../../virt-drivers/driver';
 import { UnknownDriverError } from '../../../virt-drivers/errors';
 import { FakeDriver } from '../../../virt-drivers/fake/driver';
-import { FakeExec } from '../../../virt-drivers/host/fake-exec';
+import { FakeExec } from '../../helpers/fake-exec';
 import { QemuDriver } from '../../../virt-drivers/qemu/driver';
 import { RootedHostFs } from '../../../virt-drivers/host/host-fs';
 import { builtinDrivers, DriverRegistry } from '../../../virt-drivers/registry';

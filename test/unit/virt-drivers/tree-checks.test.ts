@@ -1,4 +1,4 @@
-import { ProviderTree } from '../../../tracker/tree/provider-tree';
+import { ProviderTree } from '../../../model/provider-tree';
 import { checkMoves, checkProviderTree } from '../../../virt-drivers/tree-checks';
 
 const R = '10000000-0000-4000-8000-000000000001';

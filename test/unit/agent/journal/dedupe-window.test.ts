@@ -3,8 +3,8 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DedupeWindow } from '../../../../agent/journal/dedupe-window';
-import { CheckpointCorruptError, JsonCheckpoint } from '../../../../agent/util/checkpoint';
-import type { Clock } from '../../../../agent/util/clock';
+import { CheckpointCorruptError, JsonCheckpoint } from '../../../../lib/checkpoint';
+import type { Clock } from '../../../../lib/clock';
 
 let dir: string;
 beforeEach(() => {

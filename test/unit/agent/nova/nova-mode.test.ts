@@ -3,12 +3,12 @@
 // steps written as nova-compute writes them, on a mocked Placement with scheduler claims.
 import nock from 'nock';
 import { randomUUID } from 'node:crypto';
-import { silentLogger } from '../../../../agent/logging/logger';
+import { silentLogger } from '../../../../lib/logging/logger';
 import { NovaControlPlane } from '../../../../agent/nova/control-plane';
 import { NovaService } from '../../../../agent/nova/service';
-import type { InstanceRecord } from '../../../../agent/compute/model';
-import { ConductorClient } from '../../../../agent/rpc/conductor';
-import { RemoteError } from '../../../../agent/rpc/errors';
+import type { InstanceRecord } from '../../../../model/instance';
+import { ConductorClient } from '../../../../agent/nova/conductor';
+import { RemoteError } from '../../../../agent/rpc/oslo/errors';
 import { NoAuth } from '../../../../tracker/placement/auth';
 import { PlacementClient } from '../../../../tracker/placement/client';
 import { PlacementHttp } from '../../../../tracker/placement/http';

@@ -6,7 +6,7 @@
 // moves back or away) must come from the agents.
 import nock from 'nock';
 import { randomUUID } from 'node:crypto';
-import { silentLogger } from '../../../../agent/logging/logger';
+import { silentLogger } from '../../../../lib/logging/logger';
 import { NovaControlPlane } from '../../../../agent/nova/control-plane';
 import { NoAuth } from '../../../../tracker/placement/auth';
 import { PlacementClient } from '../../../../tracker/placement/client';

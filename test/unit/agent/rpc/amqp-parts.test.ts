@@ -3,11 +3,11 @@
 import { EventEmitter } from 'node:events';
 import type { ConfirmChannel } from 'amqplib';
 import { parseTransportUrl } from '../../../../config/transport-url';
-import { amqpArguments, isBrokerRefusal } from '../../../../agent/rpc/amqp-channel';
-import { describeAmqpError } from '../../../../agent/rpc/connection';
-import { HostRotation, reconnectDelayMs } from '../../../../agent/rpc/amqp-failover';
-import { ConfirmPublisher } from '../../../../agent/rpc/amqp-publisher';
-import { BrokerClosedError, PublishAbortedError, PublishNackedError, type OutgoingMessage } from '../../../../agent/rpc/broker';
+import { amqpArguments, isBrokerRefusal } from '../../../../agent/rpc/amqp/amqp-channel';
+import { describeAmqpError } from '../../../../agent/rpc/amqp/connection';
+import { HostRotation, reconnectDelayMs } from '../../../../agent/rpc/amqp/amqp-failover';
+import { ConfirmPublisher } from '../../../../agent/rpc/amqp/amqp-publisher';
+import { BrokerClosedError, PublishAbortedError, PublishNackedError, type OutgoingMessage } from '../../../../agent/rpc/amqp/broker';
 import { RABBIT } from './harness';
 
 test("reconnect delay: oslo's 1 s + 2 s per attempt, capped at 30 s, ±20 % jitter", () => {

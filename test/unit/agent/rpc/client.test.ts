@@ -1,13 +1,13 @@
 // The client against hand-written responders on the fake broker: timeouts, heartbeats, the
 // legacy two-part reply, duplicate replies, reconnects.
-import { silentLogger } from '../../../../agent/logging/logger';
-import type { Delivery } from '../../../../agent/rpc/broker';
-import { RpcClient } from '../../../../agent/rpc/client';
-import { RpcTimeoutError } from '../../../../agent/rpc/errors';
-import { FakeBroker } from '../../../../agent/rpc/fake-broker';
-import { decodeRequest, encodeReply, type RpcRequest } from '../../../../agent/rpc/messages';
-import { osloProperties } from '../../../../agent/rpc/properties';
-import { serverTopology } from '../../../../agent/rpc/topology';
+import { silentLogger } from '../../../../lib/logging/logger';
+import type { Delivery } from '../../../../agent/rpc/amqp/broker';
+import { RpcClient } from '../../../../agent/rpc/endpoint/client';
+import { RpcTimeoutError } from '../../../../agent/rpc/oslo/errors';
+import { FakeBroker } from '../../../helpers/fake-broker';
+import { decodeRequest, encodeReply, type RpcRequest } from '../../../../agent/rpc/oslo/messages';
+import { osloProperties } from '../../../../agent/rpc/oslo/properties';
+import { serverTopology } from '../../../../agent/rpc/oslo/topology';
 import { RABBIT, sleep } from './harness';
 
 const target = { topic: 'compute', server: 'h', version: '6.0' };

@@ -5,9 +5,9 @@ import { join } from 'node:path';
 import { DedupeWindow } from '../../../../agent/journal/dedupe-window';
 import { InMemoryRequestJournal } from '../../../../agent/journal/memory';
 import { JournalError, type AcceptResult, type JournalRequest, type RequestJournal, type RequestOutcome } from '../../../../agent/journal/types';
-import { arg } from '../../../../agent/rpc/args';
-import { Dispatcher } from '../../../../agent/rpc/dispatcher';
-import { encodeRequest, newId } from '../../../../agent/rpc/messages';
+import { arg } from '../../../../agent/rpc/endpoint/args';
+import { Dispatcher } from '../../../../agent/rpc/endpoint/dispatcher';
+import { encodeRequest, newId } from '../../../../agent/rpc/oslo/messages';
 import { HOST_QUEUE, sleep, startHarness, until, type Harness } from './harness';
 
 /** A journal whose `accept` the test releases by hand. */

@@ -1,9 +1,9 @@
 // Dispatcher: oslo's version rules, NoSuchMethod vs UnsupportedVersion, argument binding.
-import { arg } from '../../../../agent/rpc/args';
-import { computeDispatcher, instanceUuid } from '../../../../agent/rpc/compute-methods';
-import { Dispatcher, RegistrationError, type CallInfo } from '../../../../agent/rpc/dispatcher';
-import { InvalidArgumentsError, NoSuchMethodError, UnsupportedVersionError } from '../../../../agent/rpc/errors';
-import type { RpcRequest } from '../../../../agent/rpc/messages';
+import { arg } from '../../../../agent/rpc/endpoint/args';
+import { computeDispatcher, instanceUuid } from '../../../../agent/compute/adapters/uptime-method';
+import { Dispatcher, RegistrationError, type CallInfo } from '../../../../agent/rpc/endpoint/dispatcher';
+import { InvalidArgumentsError, NoSuchMethodError, UnsupportedVersionError } from '../../../../agent/rpc/oslo/errors';
+import type { RpcRequest } from '../../../../agent/rpc/oslo/messages';
 
 const req = (method: string, version = '6.0', args: Record<string, unknown> = {}, namespace: string | null = null): RpcRequest => ({
   method,

@@ -1,6 +1,6 @@
 // Failures as oslo serializes them: dispatcher errors match the captured ones field for field.
-import { BadMessageError, InvalidArgumentsError, NoSuchMethodError, NovaError, RemoteError, UnsupportedVersionError } from '../../../../agent/rpc/errors';
-import { AGENT_MODULE, decodeFailure, encodeFailure, failureFromError } from '../../../../agent/rpc/failure';
+import { BadMessageError, InvalidArgumentsError, NoSuchMethodError, NovaError, RemoteError, UnsupportedVersionError } from '../../../../agent/rpc/oslo/errors';
+import { AGENT_MODULE, decodeFailure, encodeFailure, failureFromError } from '../../../../agent/rpc/oslo/failure';
 import { osloFixture } from './fixtures';
 
 const captured = (name: string): Record<string, unknown> => osloFixture(name).failure_decoded ?? {};

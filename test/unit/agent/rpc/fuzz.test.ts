@@ -1,7 +1,7 @@
 // 10 000 hostile bodies on the fake broker: the server never throws, never hands a handler a badly
 // typed argument, answers what it can, and serves a valid call right after.
-import { arg } from '../../../../agent/rpc/args';
-import { Dispatcher } from '../../../../agent/rpc/dispatcher';
+import { arg } from '../../../../agent/rpc/endpoint/args';
+import { Dispatcher } from '../../../../agent/rpc/endpoint/dispatcher';
 import { fuzzBodies } from '../../../support/fuzz-bodies';
 import { HOST_QUEUE, repliesTo, startHarness, until, type Harness } from './harness';
 

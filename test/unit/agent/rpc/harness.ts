@@ -2,12 +2,12 @@
 import { DedupeWindow } from '../../../../agent/journal/dedupe-window';
 import { InMemoryRequestJournal } from '../../../../agent/journal/memory';
 import type { RequestJournal } from '../../../../agent/journal/types';
-import { silentLogger } from '../../../../agent/logging/logger';
-import { RpcClient } from '../../../../agent/rpc/client';
-import { Dispatcher } from '../../../../agent/rpc/dispatcher';
-import { FakeBroker } from '../../../../agent/rpc/fake-broker';
-import { RpcServer } from '../../../../agent/rpc/server';
-import type { RabbitOptions } from '../../../../agent/rpc/topology';
+import { silentLogger } from '../../../../lib/logging/logger';
+import { RpcClient } from '../../../../agent/rpc/endpoint/client';
+import { Dispatcher } from '../../../../agent/rpc/endpoint/dispatcher';
+import { FakeBroker } from '../../../helpers/fake-broker';
+import { RpcServer } from '../../../../agent/rpc/endpoint/server';
+import type { RabbitOptions } from '../../../../agent/rpc/oslo/topology';
 
 export const RABBIT: RabbitOptions = {
   heartbeat_timeout_threshold: 60,

@@ -1,9 +1,9 @@
 // Envelope and payload encoding against real oslo.messaging messages.
 import { parseJsonArgs } from '../../../../agent/cli/commands/rpc';
-import { decodeEnvelope, encodeEnvelope, salvageReplyAddress } from '../../../../agent/rpc/envelope';
-import { BadMessageError, MessageTooLargeError } from '../../../../agent/rpc/errors';
-import { decodeReply, decodeRequest, encodeReply, encodeRequest, newId } from '../../../../agent/rpc/messages';
-import { osloProperties } from '../../../../agent/rpc/properties';
+import { decodeEnvelope, encodeEnvelope, salvageReplyAddress } from '../../../../agent/rpc/oslo/envelope';
+import { BadMessageError, MessageTooLargeError } from '../../../../agent/rpc/oslo/errors';
+import { decodeReply, decodeRequest, encodeReply, encodeRequest, newId } from '../../../../agent/rpc/oslo/messages';
+import { osloProperties } from '../../../../agent/rpc/oslo/properties';
 import { osloFixture, rawBody } from './fixtures';
 
 const MAX = 1 << 20;

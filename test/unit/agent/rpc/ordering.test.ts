@@ -1,5 +1,5 @@
 // FIFO semaphore, keyed serializer, recent-id set.
-import { FifoSemaphore, KeyedSerializer, RecentIds, SemaphoreClosedError } from '../../../../agent/rpc/ordering';
+import { FifoSemaphore, KeyedSerializer, RecentIds, SemaphoreClosedError } from '../../../../agent/rpc/endpoint/ordering';
 import { sleep } from './harness';
 
 test('permits are granted in request order and handed back', async () => {

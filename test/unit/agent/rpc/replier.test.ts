@@ -1,9 +1,9 @@
 // Replies to a reply queue that does not exist (yet): retried as oslo does, then abandoned and
 // remembered; a queue that appears within the window gets its reply.
-import { createLogger } from '../../../../agent/logging/logger';
-import { FakeBroker } from '../../../../agent/rpc/fake-broker';
-import { Replier } from '../../../../agent/rpc/replier';
-import { systemClock } from '../../../../agent/util/clock';
+import { createLogger } from '../../../../lib/logging/logger';
+import { FakeBroker } from '../../../helpers/fake-broker';
+import { Replier } from '../../../../agent/rpc/endpoint/replier';
+import { systemClock } from '../../../../lib/clock';
 import { sleep } from './harness';
 
 async function setup(): Promise<{ broker: FakeBroker; replier: Replier; logs: string[] }> {

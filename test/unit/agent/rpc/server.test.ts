@@ -1,8 +1,8 @@
 // The RPC server on a FakeBroker: replies, failures, heartbeats, ordering, bounds, stop.
-import { arg } from '../../../../agent/rpc/args';
-import { instanceUuid } from '../../../../agent/rpc/compute-methods';
-import { Dispatcher } from '../../../../agent/rpc/dispatcher';
-import { NovaError, RemoteError } from '../../../../agent/rpc/errors';
+import { arg } from '../../../../agent/rpc/endpoint/args';
+import { instanceUuid } from '../../../../agent/compute/adapters/uptime-method';
+import { Dispatcher } from '../../../../agent/rpc/endpoint/dispatcher';
+import { NovaError, RemoteError } from '../../../../agent/rpc/oslo/errors';
 import { HOST_QUEUE, repliesTo, sleep, startHarness, until, type Harness } from './harness';
 
 const target = { topic: 'compute', server: 'host1', version: '6.0' };

@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../../../config/loader';
-import { createLogger } from '../../../../agent/logging/logger';
-import { FakeBroker } from '../../../../agent/rpc/fake-broker';
+import { createLogger } from '../../../../lib/logging/logger';
+import { FakeBroker } from '../../../helpers/fake-broker';
 import { RpcService } from '../../../../agent/rpc/service';
 import { RABBIT } from './harness';
 

@@ -1,5 +1,5 @@
 // What the agent declares equals what a real oslo RPC server declared (topology.json).
-import { deadLetterTopology, queueArguments, RabbitOptionsError, replyQueue, serverTopology } from '../../../../agent/rpc/topology';
+import { deadLetterTopology, queueArguments, RabbitOptionsError, replyQueue, serverTopology } from '../../../../agent/rpc/oslo/topology';
 import { osloFixture } from './fixtures';
 import { RABBIT } from './harness';
 

@@ -2,7 +2,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { countUtmpUsers, formatUptime, procUptimeProvider } from '../../../../agent/rpc/uptime';
+import { countUtmpUsers, formatUptime, procUptimeProvider } from '../../../../agent/compute/adapters/host-uptime';
 
 const at = new Date(2026, 10, 22, 0, 53, 0);
 

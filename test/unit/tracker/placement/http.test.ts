@@ -16,7 +16,7 @@ import {
   ProviderGenerationConflictError,
 } from '../../../../tracker/placement/errors';
 import { PlacementHttp, routeOf } from '../../../../tracker/placement/http';
-import type { Clock } from '../../../../agent/util/clock';
+import type { Clock } from '../../../../lib/clock';
 
 const BASE = 'http://placement.test:8778';
 const FIXTURES = join(__dirname, '..', '..', '..', 'fixtures', 'placement');

@@ -1,7 +1,7 @@
 import nock from 'nock';
 import { KeystoneAuth } from '../../../../tracker/placement/keystone';
 import { PlacementAuthError } from '../../../../tracker/placement/errors';
-import type { Clock } from '../../../../agent/util/clock';
+import type { Clock } from '../../../../lib/clock';
 
 const KS = 'https://keystone.test:5000';
 

@@ -2,10 +2,10 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { silentLogger } from '../../../../agent/logging/logger';
-import type { Clock } from '../../../../agent/util/clock';
+import { silentLogger } from '../../../../lib/logging/logger';
+import type { Clock } from '../../../../lib/clock';
 import { loadConfig } from '../../../../config/loader';
-import { ProviderTree } from '../../../../tracker/tree/provider-tree';
+import { ProviderTree } from '../../../../model/provider-tree';
 import {
   DriverInitError,
   InjectedFaultError,
@@ -16,7 +16,7 @@ import {
 } from '../../../../virt-drivers/errors';
 import { FakeDriver } from '../../../../virt-drivers/fake/driver';
 import { HostFileError } from '../../../../virt-drivers/fake/host-file';
-import { FakeExec } from '../../../../virt-drivers/host/fake-exec';
+import { FakeExec } from '../../../helpers/fake-exec';
 import { RootedHostFs } from '../../../../virt-drivers/host/host-fs';
 import type { InstanceSpec, MigrationRef } from '../../../../virt-drivers/types';
 import { checkMoves } from '../../../../virt-drivers/tree-checks';

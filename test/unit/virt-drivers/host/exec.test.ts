@@ -1,5 +1,5 @@
 import { CommandFailedError, CommandNotFoundError, CommandTimeoutError, ProcessExec } from '../../../../virt-drivers/host/exec';
-import { FakeExec } from '../../../../virt-drivers/host/fake-exec';
+import { FakeExec } from '../../../helpers/fake-exec';
 
 describe('ProcessExec', () => {
   const exec = new ProcessExec();

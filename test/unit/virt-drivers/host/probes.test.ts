@@ -5,14 +5,14 @@
 import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { silentLogger } from '../../../../agent/logging/logger';
-import { systemClock } from '../../../../agent/util/clock';
+import { silentLogger } from '../../../../lib/logging/logger';
+import { systemClock } from '../../../../lib/clock';
 import { discoverHost, HOST_PROBE_NAMES } from '../../../../virt-drivers/host/discover';
-import { FakeExec } from '../../../../virt-drivers/host/fake-exec';
+import { FakeExec } from '../../../helpers/fake-exec';
 import { RecordedSizesHostFs } from '../../../../virt-drivers/host/host-fs';
 import { ProbeDataError, ProbeError, ProbeTimeoutError, runProbe, type Probe } from '../../../../virt-drivers/host/probe';
 import { HOST_PROBE_NAMES as CONFIG_PROBE_NAMES } from '../../../../config/schema';
-import { ProviderTree } from '../../../../tracker/tree/provider-tree';
+import { ProviderTree } from '../../../../model/provider-tree';
 import { FakeDriver } from '../../../../virt-drivers/fake/driver';
 import { driverContext, loadFixtureHost, rootOnlyTree } from '../../../helpers/fixture-host';
 

@@ -1,6 +1,6 @@
 /** planHost + applyPlan + computeMoves on hand-made facts: ownership, failures, renames, moves. */
 import { loadConfig } from '../../../../config/loader';
-import { ProviderTree } from '../../../../tracker/tree/provider-tree';
+import { ProviderTree } from '../../../../model/provider-tree';
 import type { HostFacts } from '../../../../virt-drivers/host/discover';
 import type { GpuFacts, NicFacts } from '../../../../virt-drivers/host/facts';
 import { ProbeError, type ProbeOutcome } from '../../../../virt-drivers/host/probe';

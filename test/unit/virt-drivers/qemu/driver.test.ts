@@ -1,8 +1,8 @@
-import { silentLogger } from '../../../../agent/logging/logger';
-import { systemClock } from '../../../../agent/util/clock';
+import { silentLogger } from '../../../../lib/logging/logger';
+import { systemClock } from '../../../../lib/clock';
 import { loadConfig } from '../../../../config/loader';
 import { DriverError, DriverInitError } from '../../../../virt-drivers/errors';
-import { FakeExec } from '../../../../virt-drivers/host/fake-exec';
+import { FakeExec } from '../../../helpers/fake-exec';
 import { RootedHostFs } from '../../../../virt-drivers/host/host-fs';
 import { QemuDriver } from '../../../../virt-drivers/qemu/driver';
 

@@ -2,7 +2,7 @@ import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DriverInitError } from '../../../../virt-drivers/errors';
-import { FakeExec } from '../../../../virt-drivers/host/fake-exec';
+import { FakeExec } from '../../../helpers/fake-exec';
 import { RootedHostFs } from '../../../../virt-drivers/host/host-fs';
 import { chooseAccel, compareVersions, parseQemuVersion, probeQemu } from '../../../../virt-drivers/qemu/host';
 

@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FakeExec } from '../../../../virt-drivers/host/fake-exec';
+import { FakeExec } from '../../../helpers/fake-exec';
 import { ImageError, InstanceFilesError } from '../../../../virt-drivers/qemu/errors';
 import { Images } from '../../../../virt-drivers/qemu/images';
 

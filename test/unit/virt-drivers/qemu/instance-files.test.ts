@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CheckpointCorruptError } from '../../../../agent/util/checkpoint';
+import { CheckpointCorruptError } from '../../../../lib/checkpoint';
 import { instanceDirs, readRecord, scanInstanceDirs, writeRecord } from '../../../../virt-drivers/qemu/instance-files';
 import { RECORD } from './record-fixture';
 

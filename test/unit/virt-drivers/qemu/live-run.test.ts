@@ -4,10 +4,10 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { silentLogger } from '../../../../agent/logging/logger';
-import { systemClock } from '../../../../agent/util/clock';
+import { silentLogger } from '../../../../lib/logging/logger';
+import { systemClock } from '../../../../lib/clock';
 import { loadConfig } from '../../../../config/loader';
-import { FakeExec } from '../../../../virt-drivers/host/fake-exec';
+import { FakeExec } from '../../../helpers/fake-exec';
 import type { QemuHost } from '../../../../virt-drivers/qemu/context';
 import { LiveMigrationAbortedError, LiveMigrationError, LiveMigrationTimeoutError } from '../../../../virt-drivers/qemu/errors';
 import { Images } from '../../../../virt-drivers/qemu/images';

@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FakeExec } from '../../../../virt-drivers/host/fake-exec';
+import { FakeExec } from '../../../helpers/fake-exec';
 import { parseDiskInfo } from '../../../../virt-drivers/qemu/cold-migration';
 import { fetchInstanceFiles, rsyncArgs, visibleLocally, type FetchRequest } from '../../../../virt-drivers/qemu/disk-transfer';
 import { DiskTransferError, MigrationDataError } from '../../../../virt-drivers/qemu/errors';

@@ -1,4 +1,4 @@
-import { DuplicateProviderError, ProviderNotFoundError, ProviderTree } from '../../../../tracker/tree/provider-tree';
+import { DuplicateProviderError, ProviderNotFoundError, ProviderTree } from '../../../model/provider-tree';
 
 describe('ProviderTree.rename', () => {
   test('keeps uuid, content and place; the old name is free again', () => {

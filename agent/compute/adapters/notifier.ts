@@ -8,11 +8,11 @@
  * is the only outcome a caller sees, and a failure to send one is logged, not fatal.
  */
 import { randomUUID } from 'node:crypto';
-import type { Notification, Notifier, RequestContext } from '../compute/ports';
-import type { Logger } from '../logging/logger';
-import type { Broker } from './broker';
-import { encodeEnvelope } from './envelope';
-import { osloProperties } from './properties';
+import type { Notification, Notifier, RequestContext } from '../ports';
+import type { Logger } from '../../../lib/logging/logger';
+import type { Broker } from '../../rpc/amqp/broker';
+import { encodeEnvelope } from '../../rpc/oslo/envelope';
+import { osloProperties } from '../../rpc/oslo/properties';
 
 export const NOTIFICATION_TOPIC = 'versioned_notifications';
 

@@ -3,10 +3,32 @@
  * move in progress, in nova's vocabulary (vm_state, task_state, migration status). These are the
  * values the journal stores, so they are plain JSON.
  */
-import type { Resources } from '../../tracker/tree/types';
-import type { Flavor as DriverFlavor } from '../../virt-drivers/types';
+import type { Resources } from './provider-types';
 
-/** nova's Flavor as the driver contract has it, named: the manager always knows the flavor's name. */
+/** nova's power states (`nova/compute/power_state.py`); the value is what nova stores. */
+export const POWER_STATE = {
+  NOSTATE: 0,
+  RUNNING: 1,
+  PAUSED: 3,
+  SHUTDOWN: 4,
+  CRASHED: 6,
+  SUSPENDED: 7,
+} as const;
+export type PowerState = keyof typeof POWER_STATE;
+
+/** The sizes an instance was scheduled with (nova's Flavor, the fields a driver uses; the name is optional there). */
+export interface DriverFlavor {
+  readonly name?: string;
+  readonly vcpus: number;
+  readonly memory_mb: number;
+  readonly root_gb: number;
+  readonly ephemeral_gb: number;
+  /** Swap in MiB (nova's unit for swap). */
+  readonly swap: number;
+  readonly extra_specs: Readonly<Record<string, string>>;
+}
+
+/** nova's Flavor as the compute manager has it: always named. */
 export type Flavor = DriverFlavor & { readonly name: string };
 
 export const VM_STATES = ['building', 'active', 'stopped', 'resized', 'error', 'deleted'] as const;

@@ -4,7 +4,7 @@
  * a call adds `expiration`, its timeout in milliseconds as a string. No `reply_to` or
  * `correlation_id`: the reply address travels in the body.
  */
-import type { MessageProperties } from './broker';
+import type { MessageProperties } from '../amqp/broker';
 
 export function osloProperties(expirationMs?: number, headers: Readonly<Record<string, unknown>> = {}): MessageProperties {
   const p: MessageProperties = {

@@ -9,13 +9,13 @@
  *
  * Not here: running the handler or deciding what to answer (`server.ts`).
  */
-import type { Logger } from '../logging/logger';
-import type { Clock } from '../util/clock';
-import type { Broker } from './broker';
-import type { ReplyAddress } from './errors';
-import { encodeFailure, type RemoteFailure } from './failure';
-import { encodeReply } from './messages';
-import { osloProperties } from './properties';
+import type { Logger } from '../../../lib/logging/logger';
+import type { Clock } from '../../../lib/clock';
+import type { Broker } from '../amqp/broker';
+import type { ReplyAddress } from '../oslo/errors';
+import { encodeFailure, type RemoteFailure } from '../oslo/failure';
+import { encodeReply } from '../oslo/messages';
+import { osloProperties } from '../oslo/properties';
 
 /** What the handler produced. */
 export type Outcome = { readonly ok: true; readonly result: unknown } | { readonly ok: false; readonly failure: RemoteFailure };

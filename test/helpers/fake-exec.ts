@@ -13,7 +13,7 @@ import {
   type Exec,
   type ExecOptions,
   type ExecResult,
-} from './exec';
+} from '../../virt-drivers/host/exec';
 
 /** What a scripted command does. */
 export type FakeAnswer =

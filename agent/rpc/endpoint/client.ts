@@ -13,16 +13,16 @@
  *
  * Errors: `RemoteError` (the callee failed), `RpcTimeoutError`, and the Broker's errors.
  */
-import type { Logger } from '../logging/logger';
-import type { Broker, Subscription } from './broker';
-import { PublishAbortedError } from './broker';
-import { RemoteError, RpcTimeoutError } from './errors';
-import { decodeFailure } from './failure';
-import { decodeReply, encodeRequest, newId, type RpcContext } from './messages';
+import type { Logger } from '../../../lib/logging/logger';
+import type { Broker, Subscription } from '../amqp/broker';
+import { PublishAbortedError } from '../amqp/broker';
+import { RemoteError, RpcTimeoutError } from '../oslo/errors';
+import { decodeFailure } from '../oslo/failure';
+import { decodeReply, encodeRequest, newId, type RpcContext } from '../oslo/messages';
 import { RecentIds } from './ordering';
-import { osloProperties } from './properties';
-import { serviceContext } from './context';
-import { fanoutExchange, replyQueue, topicExchange, type RabbitOptions } from './topology';
+import { osloProperties } from '../oslo/properties';
+import { serviceContext } from '../oslo/context';
+import { fanoutExchange, replyQueue, topicExchange, type RabbitOptions } from '../oslo/topology';
 
 export interface RpcTarget {
   readonly topic: string;

@@ -6,8 +6,8 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Options, SocketOptions } from 'amqplib';
-import type { AgentConfig } from '../../config/schema';
-import type { BrokerHost, TransportUrl } from '../../config/transport-url';
+import type { AgentConfig } from '../../../config/schema';
+import type { BrokerHost, TransportUrl } from '../../../config/transport-url';
 
 export type RabbitOptions = AgentConfig['oslo_messaging_rabbit'];
 

@@ -3,9 +3,9 @@
  * and calls to `compute.<host>` on the control exchange, exactly as nova-compute sends them to
  * another nova-compute, with the request context passed along.
  */
-import type { ComputePeers, RequestContext } from '../compute/ports';
-import type { RpcClient } from './client';
-import { COMPUTE_TOPIC } from './compute-methods';
+import type { ComputePeers, RequestContext } from '../ports';
+import type { RpcClient } from '../../rpc/endpoint/client';
+import { COMPUTE_TOPIC } from './uptime-method';
 
 /** Versions the agent sends: nova's compute API, and the agent's own namespace. */
 const VERSION_BY_NAMESPACE = (ns: string | undefined): string => (ns ? '1.0' : '6.0');

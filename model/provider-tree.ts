@@ -14,7 +14,7 @@
  *   sync loop otherwise). `clone()` hands a private copy across.
  */
 import { randomUUID } from 'node:crypto';
-import type { Inventories, InventoryRecord, ProviderSnapshot } from './types';
+import type { Inventories, InventoryRecord, ProviderSnapshot } from './provider-types';
 
 /** A name or uuid that the tree does not hold. */
 export class ProviderNotFoundError extends Error {

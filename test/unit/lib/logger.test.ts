@@ -1,6 +1,6 @@
-import { createLogger } from '../../../../agent/logging/logger';
-import { SecretScrubber } from '../../../../agent/logging/scrub';
-import { loadConfig, secretsOf } from '../../../../config/loader';
+import { createLogger } from '../../../lib/logging/logger';
+import { SecretScrubber } from '../../../lib/logging/scrub';
+import { loadConfig, secretsOf } from '../../../config/loader';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';

@@ -12,8 +12,8 @@
  *
  * Not here: connecting or declaring (the Broker port does that).
  */
-import type { AgentConfig } from '../../config/schema';
-import type { ExchangeSpec, QueueArguments, QueueSpec, Topology } from './broker';
+import type { AgentConfig } from '../../../config/schema';
+import type { ExchangeSpec, QueueArguments, QueueSpec, Topology } from '../amqp/broker';
 import { newId } from './messages';
 
 export type RabbitOptions = AgentConfig['oslo_messaging_rabbit'];

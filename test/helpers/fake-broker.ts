@@ -8,8 +8,8 @@
  * (also loses non-durable queues), `published` (everything confirmed), `queueDepth`.
  * Not a model of durability, TTLs or exclusive queues.
  */
-import type { Broker, BrokerStatus, ConsumerSpec, Delivery, MessageProperties, OutgoingMessage, PublishResult, QueueSpec, Subscription, Topology } from './broker';
-import { BrokerClosedError, PublishAbortedError, TopologyError } from './broker';
+import type { Broker, BrokerStatus, ConsumerSpec, Delivery, MessageProperties, OutgoingMessage, PublishResult, QueueSpec, Subscription, Topology } from '../../agent/rpc/amqp/broker';
+import { BrokerClosedError, PublishAbortedError, TopologyError } from '../../agent/rpc/amqp/broker';
 
 interface Stored {
   readonly exchange: string;

@@ -15,18 +15,18 @@
  *
  * Not here: the wire format (`messages.ts`), replies (`replier.ts`), the connection (`Broker`).
  */
-import type { RequestJournal } from '../journal/types';
-import type { Logger } from '../logging/logger';
-import { systemClock, type Clock } from '../util/clock';
-import type { Broker, Delivery, Subscription } from './broker';
+import type { RequestJournal } from '../../journal/types';
+import type { Logger } from '../../../lib/logging/logger';
+import { systemClock, type Clock } from '../../../lib/clock';
+import type { Broker, Delivery, Subscription } from '../amqp/broker';
 import type { CallInfo, Dispatcher, ResolvedRequest } from './dispatcher';
-import { BadMessageError, MessageTooLargeError, type ReplyAddress } from './errors';
-import { failureFromError, isRemoteSerializable } from './failure';
-import { decodeRequest, newId, type RpcRequest } from './messages';
+import { BadMessageError, MessageTooLargeError, type ReplyAddress } from '../oslo/errors';
+import { failureFromError, isRemoteSerializable } from '../oslo/failure';
+import { decodeRequest, newId, type RpcRequest } from '../oslo/messages';
 import { FifoSemaphore, KeyedSerializer, RecentIds, type Permit } from './ordering';
-import { osloProperties } from './properties';
+import { osloProperties } from '../oslo/properties';
 import { Replier, type Outcome } from './replier';
-import { deadLetterTopology, serverTopology, type RabbitOptions, type ServerTarget, type ServerTopology } from './topology';
+import { deadLetterTopology, serverTopology, type RabbitOptions, type ServerTarget, type ServerTopology } from '../oslo/topology';
 
 export interface RpcServerOptions {
   readonly broker: Broker;

@@ -10,9 +10,9 @@
  * `UnexpectedTaskStateError`, ...) with the `RemoteError` as its cause; timeouts and broker errors
  * stay as the RPC client raises them.
  */
-import type { RpcClient } from './client';
-import { RemoteError } from './errors';
-import type { RpcContext } from './messages';
+import type { RpcClient } from '../rpc/endpoint/client';
+import { RemoteError } from '../rpc/oslo/errors';
+import type { RpcContext } from '../rpc/oslo/messages';
 
 export const CONDUCTOR_TOPIC = 'conductor';
 const CONDUCTOR_VERSION = '3.0';

@@ -15,9 +15,9 @@
  *
  * Not here: the handlers' logic (the manager and the virt driver own it).
  */
-import { arg, type NovaObjectPrimitive } from './args';
-import { Dispatcher } from './dispatcher';
-import type { HostUptimeProvider } from './uptime';
+import { arg, type NovaObjectPrimitive } from '../../rpc/endpoint/args';
+import { Dispatcher } from '../../rpc/endpoint/dispatcher';
+import type { HostUptimeProvider } from './host-uptime';
 
 export const COMPUTE_TOPIC = 'compute';
 /** The compute RPC major version the agent speaks. */

@@ -7,7 +7,7 @@
  * collects every problem into one `InvalidArgumentsError` naming the arguments. Not here: what
  * the objects mean (the compute manager decodes NovaObject primitives further).
  */
-import { InvalidArgumentsError } from './errors';
+import { InvalidArgumentsError } from '../oslo/errors';
 
 const INVALID: unique symbol = Symbol('invalid');
 export type Invalid = typeof INVALID;

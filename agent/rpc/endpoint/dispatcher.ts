@@ -14,9 +14,9 @@
  * Not here: delivery, acknowledgement, replies (`server.ts`).
  */
 import { decodeArgs, type ArgsOf, type ArgsSpec } from './args';
-import { NoSuchMethodError, UnsupportedVersionError } from './errors';
-import type { RpcContext, RpcRequest } from './messages';
-import { compareVersions, formatVersion, isCompatible, parseVersion, version, type RpcVersion } from './versions';
+import { NoSuchMethodError, UnsupportedVersionError } from '../oslo/errors';
+import type { RpcContext, RpcRequest } from '../oslo/messages';
+import { compareVersions, formatVersion, isCompatible, parseVersion, version, type RpcVersion } from '../oslo/versions';
 
 /** What a handler knows about the request it serves, besides its arguments. */
 export interface CallInfo {

@@ -14,15 +14,15 @@
  * forces a reconnect after `kombu_reconnect_delay`. amqplib's loose types stay in the `amqp-*.ts` files.
  */
 import { connect, type Channel, type ChannelModel, type ConsumeMessage, type RecoveringChannelModel } from 'amqplib';
-import type { TransportUrl } from '../../config/transport-url';
-import type { Logger } from '../logging/logger';
+import type { TransportUrl } from '../../../config/transport-url';
+import type { Logger } from '../../../lib/logging/logger';
 import { applyTopology, ControlChannel, DeclarationLog, isBrokerRefusal, toDelivery } from './amqp-channel';
 import { HostRotation, reconnectDelayMs } from './amqp-failover';
 import { ConfirmPublisher } from './amqp-publisher';
 import type { Broker, BrokerStatus, ConsumerSpec, OutgoingMessage, PublishResult, Subscription, Topology } from './broker';
 import { BrokerClosedError, BrokerUnreachableError, TopologyError } from './broker';
 import { describeAmqpError } from './connection';
-import type { RabbitOptions } from './topology';
+import type { RabbitOptions } from './connection';
 
 export interface AmqpBrokerOptions {
   readonly transport: TransportUrl;

@@ -10,10 +10,10 @@
  * (amqplib's recovery decides) or what to do after (the broker's setup).
  */
 import type { Options, SocketOptions } from 'amqplib';
-import type { TransportUrl } from '../../config/transport-url';
+import type { TransportUrl } from '../../../config/transport-url';
 import { BrokerUnreachableError } from './broker';
 import { connectParams, type ConnectParams } from './connection';
-import type { RabbitOptions } from './topology';
+import type { RabbitOptions } from './connection';
 
 /** The delay before reconnection attempt `attempt` (1-based), in ms. */
 export function reconnectDelayMs(attempt: number, r: RabbitOptions, random: () => number = Math.random): number {

@@ -1,5 +1,5 @@
-import { DuplicateProviderError, ProviderNotFoundError, ProviderTree } from '../../../../tracker/tree/provider-tree';
-import { normalizeCustomName, resolveInventory } from '../../../../tracker/tree/types';
+import { DuplicateProviderError, ProviderNotFoundError, ProviderTree } from '../../../model/provider-tree';
+import { normalizeCustomName, resolveInventory } from '../../../model/provider-types';
 
 const ROOT = '00000000-0000-0000-0000-000000000001';
 
