@@ -10,18 +10,7 @@
  * It is: a pure function, unit-tested. It is not: validation of the definition (the instance
  * record's schema does that).
  */
-import type { InstancePaths } from './instance-files';
-
-/** What shapes the guest; identical on both sides of a live migration. */
-export interface VmDefinition {
-  readonly machine: string;
-  readonly accel: 'kvm' | 'tcg';
-  readonly cpuModel: string;
-  readonly vcpus: number;
-  readonly memoryMb: number;
-  /** Whether the instance has a root disk (`disk.qcow2` in its directory). */
-  readonly disk: boolean;
-}
+import type { InstancePaths, VmDefinition } from './instance-files';
 
 /** The block backend and guest device of the root disk (QMP uses the first). */
 export const DISK_DRIVE_ID = 'drive-disk0';

@@ -12,7 +12,7 @@ import type { Clock } from '../../lib/clock';
 import { DriverError } from '../errors';
 import type { Exec } from '../host/exec';
 import type { InstanceSpec } from '../types';
-import type { VmDefinition } from './cmdline';
+import type { VmDefinition } from './instance-files';
 import type { AccelChoice, QemuVersion } from './host';
 import type { Images } from './images';
 import type { InstanceTable } from './instances';

@@ -21,7 +21,17 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { readCheckpoint, writeCheckpoint, type CheckpointSpec } from '../../lib/checkpoint';
 import type { Flavor } from '../types';
-import type { VmDefinition } from './cmdline';
+
+/** What shapes the guest; identical on both sides of a live migration. */
+export interface VmDefinition {
+  readonly machine: string;
+  readonly accel: 'kvm' | 'tcg';
+  readonly cpuModel: string;
+  readonly vcpus: number;
+  readonly memoryMb: number;
+  /** Whether the instance has a root disk (`disk.qcow2` in its directory). */
+  readonly disk: boolean;
+}
 
 /** The files of one instance directory. */
 export interface InstancePaths {

@@ -10,9 +10,9 @@
  * It is: one start. It is not: the decision to start (the driver's), nor the record update.
  */
 import { open, rm, stat } from 'node:fs/promises';
-import { qemuCommandLine, type VmDefinition } from './cmdline';
+import { qemuCommandLine } from './cmdline';
 import { VmStartError } from './errors';
-import type { InstancePaths } from './instance-files';
+import type { InstancePaths, VmDefinition } from './instance-files';
 import { LaunchError } from './process';
 import { QemuVm, type VmDeps } from './vm';
 

@@ -16,9 +16,8 @@
  * It is: encoding and checked decoding. It is not: the steps.
  */
 import type { LiveMigrateData } from '../types';
-import type { VmDefinition } from './cmdline';
 import { MigrationDataError } from './errors';
-import { vmDefinitionSchema } from './instance-files';
+import { vmDefinitionSchema, type VmDefinition } from './instance-files';
 
 /** A field that must be a non-empty string. @throws MigrationDataError */
 export function stringField(data: LiveMigrateData, field: string): string {

@@ -1,4 +1,5 @@
-import { escapeOptionValue, qemuCommandLine, type VmDefinition } from '../../../../virt-drivers/qemu/cmdline';
+import { escapeOptionValue, qemuCommandLine } from '../../../../virt-drivers/qemu/cmdline';
+import type { VmDefinition } from '../../../../virt-drivers/qemu/instance-files';
 import { instancePaths } from '../../../../virt-drivers/qemu/instance-files';
 
 const DEF: VmDefinition = { machine: 'q35', accel: 'tcg', cpuModel: 'max', vcpus: 2, memoryMb: 64, disk: true };
