@@ -1,9 +1,8 @@
 /**
- * The dispatcher: methods registered by name, each with its argument decoder, the versions it
+ * The dispatcher: methods registered by name, each with its argument decoders, the versions it
  * accepts, whether it must be journaled before the request is acknowledged, and the key (an
- * instance uuid) that orders requests for one instance. The compute manager registers the compute
- * methods here (`build_and_run_instance`, ...); today `compute-methods.ts` registers
- * `get_host_uptime`.
+ * instance uuid) that orders requests for one instance. Whoever wires the agent registers the
+ * methods it serves (the compute method table) and hands the dispatcher to the RPC server.
  *
  * Version rules follow oslo's dispatcher (`rpc/dispatcher.py`): the served version of a namespace
  * (and major) is the highest version registered in it; a request with a different major or a
@@ -23,6 +22,11 @@ export interface CallInfo {
   readonly method: string;
   readonly version: string;
   readonly context: RpcContext;
+  /**
+   * The arguments as sent, before decoding: for a handler that must pass an object back unchanged
+   * (nova saves the NovaObject primitives it sent).
+   */
+  readonly args: Readonly<Record<string, unknown>>;
   /** The request's `_unique_id` (or a local id when the sender gave none). */
   readonly uniqueId: string;
   /** True for a call (the result is sent back), false for a cast. */

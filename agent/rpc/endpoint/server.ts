@@ -223,7 +223,7 @@ export class RpcServer {
   }
 
   private async execute(req: RpcRequest, resolved: ResolvedRequest, id: string): Promise<void> {
-    const call: CallInfo = { method: req.method, version: req.version, context: req.context, uniqueId: id, isCall: req.reply !== undefined, signal: this.abort.signal };
+    const call: CallInfo = { method: req.method, version: req.version, context: req.context, args: req.args, uniqueId: id, isCall: req.reply !== undefined, signal: this.abort.signal };
     const stopHeartbeats = req.reply ? this.heartbeats(req.reply, req.callMonitorTimeout) : () => undefined;
     let outcome: Outcome;
     try {

@@ -15,7 +15,7 @@ const req = (method: string, version = '6.0', args: Record<string, unknown> = {}
   callMonitorTimeout: null,
   context: {},
 });
-const call: CallInfo = { method: 'm', version: '6.0', context: {}, uniqueId: 'u', isCall: true, signal: new AbortController().signal };
+const call: CallInfo = { method: 'm', version: '6.0', context: {}, args: {}, uniqueId: 'u', isCall: true, signal: new AbortController().signal };
 const instance = (uuid: unknown): Record<string, unknown> => ({
   'nova_object.name': 'Instance',
   'nova_object.namespace': 'nova',

@@ -98,6 +98,17 @@ test('failures: typed nova errors keep class and module, others arrive as comput
   });
 });
 
+test('a handler gets its decoded arguments and, in its call info, the arguments as sent', async () => {
+  const d = new Dispatcher().register({
+    name: 'parse',
+    versions: { min: '6.0' },
+    args: { n: arg.from('a number as text', (v) => (typeof v === 'string' && v !== '' && !Number.isNaN(Number(v)) ? Number(v) : arg.refuse())) },
+    handler: async (a, c) => ({ decoded: a.n, sent: c.args }),
+  });
+  h = await startHarness({ dispatcher: d });
+  await expect(h.client.call(target, 'parse', { n: '42' })).resolves.toEqual({ decoded: 42, sent: { n: '42' } });
+});
+
 test('a call longer than its call-monitor timeout completes thanks to heartbeats', async () => {
   h = await startHarness({ dispatcher: dispatcher() });
   await expect(h.client.call(target, 'slow', { ms: 2300 }, { callMonitorTimeout: 2 })).resolves.toBe('done');
