@@ -38,6 +38,7 @@ import { RpcComputePeers } from './compute/adapters/peers';
 import { RpcNotifier } from './compute/adapters/notifier';
 import { RpcService } from './rpc/service';
 import { procUptimeProvider } from './compute/adapters/host-uptime';
+import { COMPUTE_TOPIC, computeDispatcher } from './compute/adapters/uptime-method';
 import { backoffDelay } from '../lib/backoff';
 import { systemClock, type Clock } from '../lib/clock';
 import { computeNodeFacts, createNovaParts, usageOf, type NovaParts } from './nova/wiring';
@@ -104,7 +105,8 @@ export class Daemon {
     const journal = await this.step('journal', () => DurableJournal.open(config.DEFAULT.state_path, { logger }));
     this.journal = journal;
     const attempts = Math.max(1, this.deps.startupAttempts ?? 5);
-    const rpc = new RpcService({ config, logger, journal, connectAttempts: attempts, onOutcome: (method, outcome) => this.metrics.rpcMessage(method, outcome), hostUptime: procUptimeProvider('/', () => new Date(), () => driver.getHostUptime()), clock: this.clock });
+    const dispatcher = computeDispatcher({ hostUptime: procUptimeProvider('/', () => new Date(), () => driver.getHostUptime()) });
+    const rpc = new RpcService({ config, logger, journal, dispatcher, topic: COMPUTE_TOPIC, connectAttempts: attempts, onOutcome: (method, outcome) => this.metrics.rpcMessage(method, outcome), clock: this.clock });
     this.rpc = rpc;
     // nova mode: the conductor must be reachable first, because an existing compute node's uuid
     // becomes the root provider's uuid (the scheduler maps Placement candidates to nodes by it).

@@ -1,11 +1,11 @@
 /**
- * Wiring of the RPC side of the agent from its configuration: one Broker connection, the compute
- * RPC server (`compute` / `compute.<host>` / fanout on `control_exchange`), the client for
- * outgoing calls, the dispatcher, and the request journal with its persisted de-duplication
- * window in `state_path`. The daemon starts and stops it; the compute manager reaches the
- * dispatcher (to register methods) and the journal port through it.
+ * Wiring of the RPC side of the agent from its configuration: one Broker connection, the RPC
+ * server for the caller's topic (`<topic>` / `<topic>.<host>` / fanout on `control_exchange`), the
+ * client for outgoing calls, and the request journal with its persisted de-duplication window in
+ * `state_path`. The caller gives it the dispatcher (the methods it serves) and starts and stops it.
  *
- * Not here: process signals or start-up order (the daemon), protocol details (the modules it wires).
+ * Not here: which methods are served (the caller's dispatcher), process signals or start-up order
+ * (the daemon), protocol details (the modules it wires).
  */
 import { join } from 'node:path';
 import type { AgentConfig } from '../../config/schema';
@@ -17,10 +17,8 @@ import { systemClock, type Clock } from '../../lib/clock';
 import { AmqpBroker } from './amqp/amqp-broker';
 import type { Broker, BrokerStatus } from './amqp/broker';
 import { RpcClient } from './endpoint/client';
-import { COMPUTE_TOPIC, computeDispatcher } from '../compute/adapters/uptime-method';
 import type { Dispatcher } from './endpoint/dispatcher';
 import { RpcServer } from './endpoint/server';
-import { procUptimeProvider, type HostUptimeProvider } from '../compute/adapters/host-uptime';
 
 export interface RpcServiceDeps {
   readonly config: AgentConfig;
@@ -29,9 +27,10 @@ export interface RpcServiceDeps {
   readonly broker?: Broker;
   /** Defaults to an InMemoryRequestJournal with the window persisted in `state_path`. */
   readonly journal?: RequestJournal;
-  /** Defaults to the compute dispatcher with `hostUptime`. */
-  readonly dispatcher?: Dispatcher;
-  readonly hostUptime?: HostUptimeProvider;
+  /** The methods served; they may be registered until `serve()`. */
+  readonly dispatcher: Dispatcher;
+  /** The topic served, e.g. nova's `compute`. */
+  readonly topic: string;
   /** Connection attempts before `start` fails (the daemon's start-up budget). */
   readonly connectAttempts?: number;
   readonly clock?: Clock;
@@ -92,7 +91,7 @@ export class RpcService {
         connectionName: `compute-agent:${process.pid}:${d.host}`,
       });
     this.unsubscribe = this.broker.onStatus((s) => logStatus(logger, s));
-    this.dispatcher = deps.dispatcher ?? computeDispatcher({ hostUptime: deps.hostUptime ?? procUptimeProvider() });
+    this.dispatcher = deps.dispatcher;
     let journal = deps.journal;
     if (!journal) {
       this.window = new DedupeWindow({ path: join(d.state_path, DEDUPE_WINDOW_FILE), clock: deps.clock });
@@ -104,7 +103,7 @@ export class RpcService {
       dispatcher: this.dispatcher,
       journal,
       logger,
-      target: { exchange: d.control_exchange, topic: COMPUTE_TOPIC, server: d.host },
+      target: { exchange: d.control_exchange, topic: deps.topic, server: d.host },
       rabbit,
       prefetch,
       maxMessageBytes: d.rpc_max_message_bytes,

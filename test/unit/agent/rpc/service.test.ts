@@ -6,6 +6,8 @@ import { loadConfig } from '../../../../config/loader';
 import { createLogger } from '../../../../lib/logging/logger';
 import { FakeBroker } from '../../../helpers/fake-broker';
 import { RpcService } from '../../../../agent/rpc/service';
+import { COMPUTE_TOPIC, computeDispatcher } from '../../../../agent/compute/adapters/uptime-method';
+import { Dispatcher } from '../../../../agent/rpc/endpoint/dispatcher';
 import { RABBIT } from './harness';
 
 let dir: string;
@@ -29,7 +31,7 @@ test('serves compute.<host> with get_host_uptime; a corrupt dedupe window is a w
   const lines: string[] = [];
   const { logger } = createLogger({ sink: { write: (l) => void lines.push(l) } });
   const broker = new FakeBroker();
-  const svc = new RpcService({ config: config('executor_thread_pool_size = 3\n'), logger, broker, hostUptime: async () => 'up' });
+  const svc = new RpcService({ config: config('executor_thread_pool_size = 3\n'), logger, broker, dispatcher: computeDispatcher({ hostUptime: async () => 'up' }), topic: COMPUTE_TOPIC });
   await svc.start();
   expect(broker.queueNames()).toEqual(expect.arrayContaining(['compute', 'compute.h1']));
   await expect(svc.client.call({ topic: 'compute', server: 'h1', version: '6.0' }, 'get_host_uptime', {})).resolves.toBe('up');
@@ -45,7 +47,7 @@ test('rabbit_qos_prefetch_count wins over the pool size; a dead-letter exchange 
   const lines: string[] = [];
   const { logger } = createLogger({ sink: { write: (l) => void lines.push(l) } });
   const broker = new FakeBroker();
-  const svc = new RpcService({ config: config('rpc_dead_letter_exchange = agent-dlx\n[oslo_messaging_rabbit]\nrabbit_qos_prefetch_count = 7\n'), logger, broker });
+  const svc = new RpcService({ config: config('rpc_dead_letter_exchange = agent-dlx\n[oslo_messaging_rabbit]\nrabbit_qos_prefetch_count = 7\n'), logger, broker, dispatcher: new Dispatcher(), topic: 'compute' });
   await svc.start();
   expect(lines.join('')).toContain('"prefetch":7');
   expect(broker.hasQueue('agent-dlx')).toBe(true);
