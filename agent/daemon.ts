@@ -138,8 +138,7 @@ export class Daemon {
     const manager = new ComputeManager({
       host,
       driver,
-      tracker: parts.tracker,
-      api: placement,
+      claims: parts.tracker.claims,
       store: journal,
       peers: new RpcComputePeers(rpc.client),
       notifier: new RpcNotifier(rpc.broker, config.DEFAULT.control_exchange, host, logger),
@@ -152,7 +151,7 @@ export class Daemon {
     registerComputeMethods(rpc.dispatcher, methods);
     if (this.stopping.signal.aborted) throw new StartupError('stopping before the RPC server started');
     if (!nova) await this.connect(rpc, attempts);
-    await recover(manager, journal, methods);
+    await recover(manager.context, journal, methods);
     await parts.auditor.runLogged();
     await this.step('RPC server', () => rpc.serve());
     if (nova) {

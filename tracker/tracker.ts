@@ -1,12 +1,13 @@
 /**
  * ResourceTracker: the one owner of this host's view of Placement. It runs sync cycles (driver ->
- * tree -> Placement), holds in-flight claims, and answers capacity questions from its cache.
+ * tree -> Placement), answers capacity questions from its cache, and holds the claim service
+ * (`claims/service.ts`), which counts in-flight claims on top of that cache and makes the
+ * instances' allocation writes.
  *
  * Concurrency: cycles are serialized by a mutex (a periodic audit and an on-demand sync never
- * interleave); claims are synchronous bookkeeping and may happen during a cycle.
+ * interleave); in-flight claims are synchronous bookkeeping and may happen during a cycle.
  *
- * Not here: the schedule (`audit.ts`), allocation writes for instances (the compute manager uses
- * the Placement port directly, recording its claims here first).
+ * Not here: the schedule (`audit.ts`).
  */
 import { Mutex } from 'async-mutex';
 import type { Logger } from '../lib/logging/logger';
@@ -26,7 +27,7 @@ import { PlacementView } from './sync/view';
 import { RecordedWrites } from './sync/writes';
 import { SharingProviders } from './sync/sharing';
 import { systemClock } from '../lib/clock';
-import { ClaimBook } from './claims';
+import { ClaimService } from './claims/service';
 
 /** What the tracker needs from a virt driver. */
 export interface TreeSource {
@@ -63,7 +64,7 @@ export class ResourceTracker {
   readonly view = new PlacementView();
   readonly ownership: Ownership;
   readonly names = new KnownNames();
-  readonly claims: ClaimBook;
+  readonly claims: ClaimService;
   private readonly syncer: Syncer;
   private readonly sharing: SharingProviders;
   private readonly cycle = new Mutex();
@@ -71,7 +72,12 @@ export class ResourceTracker {
   constructor(private readonly deps: TrackerDeps) {
     this.ownership = new Ownership(deps.statePath, deps.logger);
     this.sharing = new SharingProviders(deps.api, (deps.associationRefreshSeconds ?? 300) * 1000, () => (deps.clock ?? systemClock).now());
-    this.claims = new ClaimBook(this.view, deps.clock ? () => deps.clock?.now() ?? Date.now() : Date.now);
+    this.claims = new ClaimService({
+      api: deps.api,
+      view: this.view,
+      scope: { ourProviders: () => this.ourProviders(), sharingProviders: () => this.sharingProviders() },
+      now: deps.clock ? () => deps.clock?.now() ?? Date.now() : Date.now,
+    });
     this.syncer = new Syncer({
       api: deps.api,
       view: this.view,

@@ -1,25 +1,26 @@
 /**
- * Two steps that several compute flows begin with, kept in one place so the flows cannot drift
- * apart: the first record of an instance arriving on this host, and a move's claim on the
- * destination. It is not: locking, journaling or notifying; the calling flow does those.
+ * Steps several compute flows share, kept in one place so the flows cannot drift apart: the first
+ * record of an instance arriving on this host, a move's claim on the destination recorded on the
+ * instance and its migration, the driver's view of an instance, the state check an operation
+ * makes before it starts, and putting an instance in ERROR. It is not: locking or journaling; the
+ * calling flow does those.
  */
 import { POWER_STATE } from '../../virt-drivers/types';
-import { flatten } from './allocations';
+import type { InstanceSpec } from '../../virt-drivers/types';
+import { describeState, InvalidStateError, type Flavor, type InstanceRecord, type MigrationRecord } from '../../model/instance';
 import type { DecodedInstance } from './decode';
-import type { ComputeManager } from './manager';
-import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
+import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
-import { requestFromFlavor, totalsOf } from './resources';
 
 /** The state a flow gives an instance when it first records it here. */
 export type ArrivalState = Pick<InstanceRecord, 'vm_state' | 'task_state'> & { readonly migration?: MigrationRecord };
 
 /** A new record for `inst` on this host, holding no allocations yet, as build, resize and live migration start it. */
-export function arrivingRecord(m: ComputeManager, inst: DecodedInstance, flavor: Flavor, state: ArrivalState): InstanceRecord {
+export function arrivingRecord(c: Pick<FlowContext, 'host' | 'now'>, inst: DecodedInstance, flavor: Flavor, state: ArrivalState): InstanceRecord {
   return {
     uuid: inst.uuid,
     name: inst.name,
-    host: m.deps.host,
+    host: c.host,
     ...state,
     power_state: POWER_STATE.NOSTATE,
     flavor,
@@ -27,31 +28,57 @@ export function arrivingRecord(m: ComputeManager, inst: DecodedInstance, flavor:
     user_id: inst.user_id,
     ...(inst.image_ref ? { image_ref: inst.image_ref } : {}),
     allocations: {},
-    updated_at: m.now(),
+    updated_at: c.now(),
   };
 }
 
 /**
- * Puts a move's claim on this (destination) host in place and records it on `rec` and its
- * migration: with a scheduler claim, verifies that the instance's allocations are on our tree and
- * of the flavor's size; without one, claims from our own view and swaps the instance's allocations
- * to the migration consumer in one write (`resuming`: a replay that finds the swap done keeps it).
- * Resolves to true when it swapped, which the caller undoes if the move fails.
- * @throws ClaimMismatchError, InsufficientResourcesError, Placement errors
+ * Puts a move's claim on this (destination) host in place (`ClaimService.claimMoveDestination`:
+ * verify the scheduler's claim, or claim and swap in one write) and records it on `rec` and its
+ * migration. Resolves to true when it swapped, which the caller undoes if the move fails.
+ * @throws what `ClaimService.claimMoveDestination` throws
  */
-export async function claimMoveDestination(m: ComputeManager, rec: InstanceRecord, migration: MigrationRecord, flavor: Flavor, ctx: RequestContext, resuming = false): Promise<boolean> {
-  let swapped = false;
-  if (m.schedulerClaims) {
-    const have = flatten(await m.allocations.read(rec.uuid));
-    m.allocations.verifyClaim(rec.uuid, have, m.ourProviders(), totalsOf(requestFromFlavor(flavor)));
-    migration.dest_allocations = have;
-  } else {
-    const plan = m.planClaim(flavor);
-    m.deps.tracker.claims.claim(rec.uuid, plan);
-    migration.source_allocations = await m.allocations.swapForMove(rec.uuid, migration.uuid, plan, ctx.global_request_id ?? ctx.request_id, resuming);
-    migration.dest_allocations = plan;
-    swapped = true;
-  }
-  rec.allocations = migration.dest_allocations;
-  return swapped;
+export async function claimMoveDestination(
+  c: Pick<FlowContext, 'claims' | 'controlPlane'>,
+  rec: InstanceRecord,
+  migration: MigrationRecord,
+  flavor: Flavor,
+  ctx: RequestContext,
+  resuming = false,
+): Promise<boolean> {
+  const claim = await c.claims.claimMoveDestination(rec.uuid, migration.uuid, flavor, {
+    schedulerClaimed: c.controlPlane.schedulerClaims,
+    resuming,
+    requestId: ctx.global_request_id ?? ctx.request_id,
+  });
+  if (claim.source) migration.source_allocations = claim.source;
+  migration.dest_allocations = claim.dest;
+  rec.allocations = claim.dest;
+  return claim.source !== undefined;
+}
+
+/** The instance as the virt driver takes it. */
+export function instanceSpec(rec: InstanceRecord, flavor: Flavor = rec.flavor): InstanceSpec {
+  return { uuid: rec.uuid, name: rec.name, flavor, ...(rec.image_ref ? { image_ref: rec.image_ref } : {}), allocations: rec.allocations };
+}
+
+/** Checks an operation is allowed; @throws InvalidStateError */
+export function expectState(rec: InstanceRecord, op: string, ok: boolean): void {
+  if (!ok) throw new InvalidStateError(rec.uuid, op, describeState(rec));
+}
+
+/** Puts the instance in ERROR with a fault, keeping what is known, and reports `<event>.error`. */
+export async function putInError(
+  c: Pick<FlowContext, 'save' | 'log' | 'notify'>,
+  rec: InstanceRecord,
+  fault: string,
+  ctx: RequestContext,
+  event: 'create' | 'resize_finish' | 'power_off',
+): Promise<void> {
+  rec.vm_state = 'error';
+  rec.task_state = null;
+  rec.fault = fault;
+  await c.save(rec);
+  c.log.warn({ instance: rec.uuid, fault }, `instance ${event} failed`);
+  await c.notify(rec, `${event}.error`, ctx, fault);
 }

@@ -9,10 +9,9 @@
  */
 import type { LiveMigrateData } from '../../virt-drivers/types';
 import { ArgumentError, decodeDict, decodeFlavor, decodeInstance, decodeMigration, unwrap, type DecodedMigration } from './decode';
-import { LiveFlows } from './live';
 import type { ComputeManager } from './manager';
 import type { RequestContext } from './ports';
-import { AGENT_NAMESPACE, ResizeFlows } from './resize';
+import { AGENT_NAMESPACE } from './resize';
 
 export interface ComputeMethod {
   readonly name: string;
@@ -62,9 +61,7 @@ function migrationTo(v: unknown, host: string): DecodedMigration {
 }
 
 export function computeMethods(m: ComputeManager): ComputeMethod[] {
-  const resize = new ResizeFlows(m);
-  const live = new LiveFlows(m);
-  const host = m.deps.host;
+  const { resize, live, host } = m;
   const method = (
     name: string,
     handle: ComputeMethod['handle'],

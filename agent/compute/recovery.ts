@@ -16,8 +16,8 @@
  */
 import type { JournalRequest, RequestOutcome } from '../journal/types';
 import { POWER_STATE } from '../../virt-drivers/types';
-import { flatten } from './allocations';
-import type { ComputeManager } from './manager';
+import type { FlowContext } from './flow-context';
+import { putInError } from './flow-steps';
 import type { ComputeMethod } from './methods';
 import type { RequestContext } from './ports';
 
@@ -41,8 +41,11 @@ const TRANSIENT_RESET: Readonly<Record<string, 'active' | 'stopped' | undefined>
   deleting: undefined,
 };
 
-export async function recover(m: ComputeManager, journal: PendingRequests, methods: readonly ComputeMethod[]): Promise<RecoveryReport> {
-  const log = m.log;
+/** What recovery works with. */
+export type RecoveryContext = Pick<FlowContext, 'claims' | 'driver' | 'log' | 'instances' | 'save' | 'notify'>;
+
+export async function recover(c: RecoveryContext, journal: PendingRequests, methods: readonly ComputeMethod[]): Promise<RecoveryReport> {
+  const log = c.log;
   const table = new Map(methods.map((x) => [`${x.namespace ?? ''}/${x.name}`, x]));
   let replayed = 0;
   let failed = 0;
@@ -69,39 +72,39 @@ export async function recover(m: ComputeManager, journal: PendingRequests, metho
 
   const erroredBuilds: string[] = [];
   const none: RequestContext = { request_id: 'req-recovery' };
-  for (const rec of m.instances()) {
+  for (const rec of c.instances()) {
     if (rec.vm_state === 'building') {
-      await m.allocations.forceDelete(rec.uuid).catch(() => undefined);
-      await m.deps.driver.destroy(rec).catch(() => undefined);
+      await c.claims.forceDelete(rec.uuid).catch(() => undefined);
+      await c.driver.destroy(rec).catch(() => undefined);
       rec.allocations = {};
-      await m.error(rec, 'the build was interrupted and no request is left to finish it', none, 'create');
+      await putInError(c, rec, 'the build was interrupted and no request is left to finish it', none, 'create');
       erroredBuilds.push(rec.uuid);
     } else if (rec.task_state && !rec.migration && rec.task_state in TRANSIENT_RESET) {
       rec.task_state = null;
-      await m.save(rec);
+      await c.save(rec);
     }
   }
 
-  const guests = new Map((await m.deps.driver.listInstances()).map((g) => [g.uuid, g]));
+  const guests = new Map((await c.driver.listInstances()).map((g) => [g.uuid, g]));
   const vanished: string[] = [];
-  for (const rec of m.instances()) {
+  for (const rec of c.instances()) {
     if (rec.vm_state !== 'active' || rec.migration || guests.has(rec.uuid)) continue;
     rec.power_state = POWER_STATE.NOSTATE;
-    await m.error(rec, 'the guest disappeared while the agent was not running', none, 'power_off');
+    await putInError(c, rec, 'the guest disappeared while the agent was not running', none, 'power_off');
     vanished.push(rec.uuid);
   }
-  const known = new Set(m.instances().map((r) => r.uuid));
+  const known = new Set(c.instances().map((r) => r.uuid));
   const unknownGuests = [...guests.keys()].filter((u) => !known.has(u));
   if (unknownGuests.length) log.warn({ guests: unknownGuests }, 'guests on this host that the agent has no record of; left alone');
 
   const rewrittenAllocations: string[] = [];
-  for (const rec of m.instances()) {
+  for (const rec of c.instances()) {
     if (rec.migration || rec.task_state || (rec.vm_state !== 'active' && rec.vm_state !== 'stopped')) continue;
     if (Object.keys(rec.allocations).length === 0) continue;
-    const have = flatten(await m.allocations.read(rec.uuid));
+    const have = await c.claims.read(rec.uuid);
     if (Object.keys(have).length > 0) continue;
     try {
-      await m.allocations.claimNew(rec.uuid, rec.allocations, rec.project_id, rec.user_id);
+      await c.claims.restore(rec.uuid, rec.allocations, rec.project_id, rec.user_id);
       rewrittenAllocations.push(rec.uuid);
     } catch (e) {
       log.warn({ instance: rec.uuid, reason: (e as Error).message }, 'could not restore a missing allocation');

@@ -8,9 +8,8 @@
 import { arg } from '../rpc/endpoint/args';
 import type { Dispatcher } from '../rpc/endpoint/dispatcher';
 import { NovaError } from '../rpc/oslo/errors';
-import { InsufficientResourcesError, InvalidClaimError } from '../../tracker/claims';
+import { AllocationConflictError, ClaimMismatchError, InsufficientResourcesError, InvalidClaimError, InvalidExtraSpecError } from '../../tracker/claims/errors';
 import { MigrationPreCheckError } from '../../virt-drivers/errors';
-import { AllocationConflictError, ClaimMismatchError } from './allocations';
 import { ArgumentError } from './decode';
 import type { ComputeMethod } from './methods';
 import { InstanceNotFoundError, InvalidStateError } from '../../model/instance';
@@ -43,7 +42,7 @@ export function toNovaError(e: unknown): unknown {
   const as = (cls: string, code: number): NovaError => new NovaError(cls, e.message, {}, code, { cause: e });
   if (e instanceof InstanceNotFoundError) return as('InstanceNotFound', 404);
   if (e instanceof InvalidStateError) return as('InstanceInvalidState', 409);
-  if (e instanceof ArgumentError) return as('Invalid', 400);
+  if (e instanceof ArgumentError || e instanceof InvalidExtraSpecError) return as('Invalid', 400);
   if (e instanceof InsufficientResourcesError || e instanceof InvalidClaimError) return as('ComputeResourcesUnavailable', 500);
   if (e instanceof AllocationConflictError) return as('AllocationMoveFailed', 409);
   if (e instanceof ClaimMismatchError) return as('ConsumerAllocationRetrievalFailed', 500);

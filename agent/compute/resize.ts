@@ -16,11 +16,11 @@
 import type { MigrationRef } from '../../virt-drivers/types';
 import { POWER_STATE } from '../../virt-drivers/types';
 import type { DecodedInstance, DecodedMigration } from './decode';
-import { ComputeManager } from './manager';
 import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
+import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
-import { arrivingRecord, claimMoveDestination } from './flow-steps';
-import { plainMigrationArg, type ControlPlane } from './control-plane';
+import { arrivingRecord, claimMoveDestination, expectState, instanceSpec, putInError } from './flow-steps';
+import { plainMigrationArg } from './control-plane';
 
 /** The agent-only namespace for messages nova has no equivalent of (its database does the job). */
 export const AGENT_NAMESPACE = 'compute_agent';
@@ -29,28 +29,25 @@ export function migrationRef(m: Pick<MigrationRecord, 'uuid' | 'source_compute' 
   return { uuid: m.uuid, source: { host: m.source_compute, nodename: m.source_compute }, dest: { host: m.dest_compute, nodename: m.dest_compute } };
 }
 
+export type ResizeContext = Pick<
+  FlowContext,
+  'host' | 'now' | 'locks' | 'claims' | 'driver' | 'peers' | 'controlPlane' | 'log' | 'record' | 'require' | 'save' | 'forget' | 'notify'
+>;
+
 export class ResizeFlows {
-  constructor(private readonly m: ComputeManager) {}
-
-  private get host(): string {
-    return this.m.deps.host;
-  }
-
-  private get cp(): ControlPlane {
-    return this.m.controlPlane;
-  }
+  constructor(private readonly c: ResizeContext) {}
 
   /** Destination: claim and swap the allocations, then ask the source to move the disk. */
   prepResize(inst: DecodedInstance, flavor: Flavor, mig: DecodedMigration, ctx: RequestContext, oldVmState: string | undefined): Promise<void> {
-    const m = this.m;
-    return m.locks.with(inst.uuid, async () => {
-      let rec = m.record(inst.uuid);
-      if (rec && rec.migration?.uuid !== mig.uuid) ComputeManager.expect(rec, 'prepare a resize of', false);
+    const c = this.c;
+    return c.locks.with(inst.uuid, async () => {
+      let rec = c.record(inst.uuid);
+      if (rec && rec.migration?.uuid !== mig.uuid) expectState(rec, 'prepare a resize of', false);
       const resuming = rec !== undefined;
       if (!rec) {
-        if (mig.source_compute === this.host) throw new Error('resize to the same host is not supported; choose another destination');
-        rec = await m.save(
-          arrivingRecord(m, inst, flavor, {
+        if (mig.source_compute === c.host) throw new Error('resize to the same host is not supported; choose another destination');
+        rec = await c.save(
+          arrivingRecord(c, inst, flavor, {
             vm_state: oldVmState === 'stopped' ? 'stopped' : 'active',
             task_state: 'resize_prep',
             migration: {
@@ -58,7 +55,7 @@ export class ResizeFlows {
               type: mig.migration_type === 'resize' ? 'resize' : 'migration',
               status: 'pre-migrating',
               source_compute: mig.source_compute,
-              dest_compute: this.host,
+              dest_compute: c.host,
               role: 'dest',
               ...(inst.flavor ? { old_flavor: inst.flavor } : {}),
               new_flavor: flavor,
@@ -66,24 +63,24 @@ export class ResizeFlows {
             },
           }),
         );
-        await m.notify(rec, 'resize_prep.start', ctx);
+        await c.notify(rec, 'resize_prep.start', ctx);
       }
       const migration = rec.migration as MigrationRecord;
       if (!migration.dest_allocations) {
         try {
-          await claimMoveDestination(m, rec, migration, flavor, ctx, resuming);
-          await m.save(rec);
-          await m.notify(rec, 'resize_prep.end', ctx);
+          await claimMoveDestination(c, rec, migration, flavor, ctx, resuming);
+          await c.save(rec);
+          await c.notify(rec, 'resize_prep.end', ctx);
         } catch (e) {
-          m.deps.tracker.claims.release(rec.uuid);
-          await m.forget(rec.uuid);
-          await m.notify(rec, 'resize_prep.error', ctx, (e as Error).message);
+          c.claims.release(rec.uuid);
+          await c.forget(rec.uuid);
+          await c.notify(rec, 'resize_prep.error', ctx, (e as Error).message);
           throw e;
         }
       }
-      await m.deps.peers.cast(migration.source_compute, 'resize_instance', {
-        instance: this.cp.instanceArg(rec, migration.old_flavor ?? flavor),
-        migration: this.cp.migrationArg(migration),
+      await c.peers.cast(migration.source_compute, 'resize_instance', {
+        instance: c.controlPlane.instanceArg(rec, migration.old_flavor ?? flavor),
+        migration: c.controlPlane.migrationArg(migration),
         flavor,
         clean_shutdown: true,
       }, ctx);
@@ -92,16 +89,16 @@ export class ResizeFlows {
 
   /** Source: power off and hand the disk over; the migration consumer now holds our allocations. */
   resizeInstance(uuid: string, mig: DecodedMigration, flavor: Flavor, ctx: RequestContext): Promise<void> {
-    const m = this.m;
-    return m.locks.with(uuid, async () => {
-      const rec = m.require(uuid);
+    const c = this.c;
+    return c.locks.with(uuid, async () => {
+      const rec = c.require(uuid);
       if (rec.migration?.uuid !== mig.uuid) {
-        ComputeManager.expect(rec, 'resize', (rec.vm_state === 'active' || rec.vm_state === 'stopped') && !rec.task_state && !rec.migration);
+        expectState(rec, 'resize', (rec.vm_state === 'active' || rec.vm_state === 'stopped') && !rec.task_state && !rec.migration);
         rec.migration = {
           uuid: mig.uuid,
           type: mig.migration_type === 'resize' ? 'resize' : 'migration',
           status: 'migrating',
-          source_compute: this.host,
+          source_compute: c.host,
           dest_compute: mig.dest_compute,
           role: 'source',
           old_vm_state: rec.vm_state,
@@ -110,13 +107,13 @@ export class ResizeFlows {
           source_allocations: rec.allocations,
         };
         rec.task_state = 'resize_migrating';
-        await m.save(rec);
-        await m.notify(rec, 'resize.start', ctx);
+        await c.save(rec);
+        await c.notify(rec, 'resize.start', ctx);
       }
       const migration = rec.migration as MigrationRecord;
       if (migration.status === 'migrating') {
         try {
-          const disk = await m.deps.driver.migrateDiskAndPowerOff(rec, migrationRef(migration), flavor);
+          const disk = await c.driver.migrateDiskAndPowerOff(rec, migrationRef(migration), flavor);
           migration.disk_info = disk.diskInfo;
         } catch (e) {
           await this.failAtSource(rec, e, ctx);
@@ -125,143 +122,143 @@ export class ResizeFlows {
         migration.status = 'post-migrating';
         rec.task_state = 'resize_migrated';
         rec.power_state = POWER_STATE.SHUTDOWN;
-        await m.save(rec);
-        await m.notify(rec, 'resize.end', ctx);
+        await c.save(rec);
+        await c.notify(rec, 'resize.end', ctx);
       }
-      await m.deps.peers.cast(migration.dest_compute, 'finish_resize', {
-        instance: this.cp.instanceArg(rec, flavor),
-        migration: this.cp.migrationArg(migration),
+      await c.peers.cast(migration.dest_compute, 'finish_resize', {
+        instance: c.controlPlane.instanceArg(rec, flavor),
+        migration: c.controlPlane.migrationArg(migration),
         disk_info: migration.disk_info ?? '',
       }, ctx);
     });
   }
 
   private async failAtSource(rec: InstanceRecord, e: unknown, ctx: RequestContext): Promise<void> {
-    const m = this.m;
+    const c = this.c;
     const migration = rec.migration as MigrationRecord;
-    await m.allocations.revertMove(rec.uuid, migration.uuid).catch((err: unknown) => m.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'revert of the allocation swap failed; the audit will report it'));
+    await c.claims.revertMove(rec.uuid, migration.uuid).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'revert of the allocation swap failed; the audit will report it'));
     rec.task_state = null;
     rec.vm_state = migration.old_vm_state ?? 'active';
     delete rec.migration;
-    await m.save(rec);
-    await m.notify(rec, 'resize.error', ctx, (e as Error).message);
-    await m.deps.peers.cast(migration.dest_compute, 'drop_move_claim_at_destination', { instance: this.cp.instanceArg(rec), migration: this.cp.migrationArg(migration) }, ctx);
+    await c.save(rec);
+    await c.notify(rec, 'resize.error', ctx, (e as Error).message);
+    await c.peers.cast(migration.dest_compute, 'drop_move_claim_at_destination', { instance: c.controlPlane.instanceArg(rec), migration: c.controlPlane.migrationArg(migration) }, ctx);
   }
 
   /** Destination: start the moved instance; it is RESIZED here until confirmed or reverted. */
   finishResize(uuid: string, mig: DecodedMigration, diskInfo: string, ctx: RequestContext): Promise<void> {
-    const m = this.m;
-    return m.locks.with(uuid, async () => {
-      const rec = m.require(uuid);
+    const c = this.c;
+    return c.locks.with(uuid, async () => {
+      const rec = c.require(uuid);
       const migration = rec.migration;
-      ComputeManager.expect(rec, 'finish the resize of', migration?.uuid === mig.uuid && migration.role === 'dest');
+      expectState(rec, 'finish the resize of', migration?.uuid === mig.uuid && migration.role === 'dest');
       if (rec.vm_state === 'resized') return;
       rec.task_state = 'resize_finish';
-      await m.save(rec);
-      await m.notify(rec, 'resize_finish.start', ctx);
+      await c.save(rec);
+      await c.notify(rec, 'resize_finish.start', ctx);
       try {
-        await m.deps.driver.finishMigration(m.spec(rec), migrationRef(migration as MigrationRecord), { diskInfo }, { powerOn: migration?.old_vm_state !== 'stopped' });
+        await c.driver.finishMigration(instanceSpec(rec), migrationRef(migration as MigrationRecord), { diskInfo }, { powerOn: migration?.old_vm_state !== 'stopped' });
       } catch (e) {
-        await m.error(rec, `finish_migration failed: ${(e as Error).message}`, ctx, 'resize_finish');
+        await putInError(c, rec, `finish_migration failed: ${(e as Error).message}`, ctx, 'resize_finish');
         return;
       }
       (migration as MigrationRecord).status = 'finished';
       rec.vm_state = 'resized';
       rec.task_state = null;
       rec.power_state = migration?.old_vm_state === 'stopped' ? POWER_STATE.SHUTDOWN : POWER_STATE.RUNNING;
-      await m.save(rec);
-      await m.notify(rec, 'resize_finish.end', ctx);
+      await c.save(rec);
+      await c.notify(rec, 'resize_finish.end', ctx);
     });
   }
 
   /** Source: the move is kept; the source copy and the migration's allocations go. */
   confirmResize(uuid: string, mig: DecodedMigration, ctx: RequestContext): Promise<void> {
-    const m = this.m;
-    return m.locks.with(uuid, async () => {
-      const rec = m.record(uuid);
+    const c = this.c;
+    return c.locks.with(uuid, async () => {
+      const rec = c.record(uuid);
       if (rec) {
-        ComputeManager.expect(rec, 'confirm the resize of', rec.migration?.uuid === mig.uuid && rec.migration.role === 'source');
+        expectState(rec, 'confirm the resize of', rec.migration?.uuid === mig.uuid && rec.migration.role === 'source');
         const migration = rec.migration as MigrationRecord;
         migration.status = 'confirming';
-        await m.save(rec);
-        await m.deps.driver.confirmMigration(rec, migrationRef(migration));
-        await m.allocations.dropMigration(migration.uuid, ctx.global_request_id ?? ctx.request_id);
-        await m.forget(uuid);
-        await m.notify({ ...rec, migration: { ...migration, status: 'confirmed' } }, 'resize_confirm.end', ctx);
+        await c.save(rec);
+        await c.driver.confirmMigration(rec, migrationRef(migration));
+        await c.claims.confirmMove(migration.uuid, ctx.global_request_id ?? ctx.request_id);
+        await c.forget(uuid);
+        await c.notify({ ...rec, migration: { ...migration, status: 'confirmed' } }, 'resize_confirm.end', ctx);
       } else {
         // Already confirmed here (a redelivery): make sure the migration holds nothing.
-        await m.allocations.dropMigration(mig.uuid);
+        await c.claims.confirmMove(mig.uuid);
       }
-      await m.deps.peers.cast(mig.dest_compute, 'confirm_resize_at_destination', { instance: { uuid }, migration: plainMigrationArg(mig) }, ctx, AGENT_NAMESPACE);
+      await c.peers.cast(mig.dest_compute, 'confirm_resize_at_destination', { instance: { uuid }, migration: plainMigrationArg(mig) }, ctx, AGENT_NAMESPACE);
     });
   }
 
   /** Destination, after confirm: the instance is simply ours now. */
   confirmAtDestination(uuid: string, migUuid: string): Promise<void> {
-    const m = this.m;
-    return m.locks.with(uuid, async () => {
-      const rec = m.record(uuid);
+    const c = this.c;
+    return c.locks.with(uuid, async () => {
+      const rec = c.record(uuid);
       if (!rec || rec.migration?.uuid !== migUuid) return;
       rec.vm_state = rec.migration.old_vm_state === 'stopped' ? 'stopped' : 'active';
       rec.task_state = null;
       delete rec.migration;
-      await m.save(rec);
+      await c.save(rec);
     });
   }
 
   /** Destination: undo our half, then let the source take the instance back. */
   revertResize(uuid: string, mig: DecodedMigration, ctx: RequestContext): Promise<void> {
-    const m = this.m;
-    return m.locks.with(uuid, async () => {
-      const rec = m.record(uuid);
+    const c = this.c;
+    return c.locks.with(uuid, async () => {
+      const rec = c.record(uuid);
       if (rec) {
-        ComputeManager.expect(rec, 'revert the resize of', rec.migration?.uuid === mig.uuid && rec.migration.role === 'dest' && (rec.vm_state === 'resized' || rec.vm_state === 'error'));
+        expectState(rec, 'revert the resize of', rec.migration?.uuid === mig.uuid && rec.migration.role === 'dest' && (rec.vm_state === 'resized' || rec.vm_state === 'error'));
         const migration = rec.migration as MigrationRecord;
         migration.status = 'reverting';
         rec.task_state = 'resize_reverting';
-        await m.save(rec);
-        await m.notify(rec, 'resize_revert.start', ctx);
-        await m.deps.driver.destroy(rec).catch(() => undefined);
-        m.deps.tracker.claims.release(uuid);
-        await m.forget(uuid);
+        await c.save(rec);
+        await c.notify(rec, 'resize_revert.start', ctx);
+        await c.driver.destroy(rec).catch(() => undefined);
+        c.claims.release(uuid);
+        await c.forget(uuid);
         migration.status = 'reverted';
-        await m.notify(rec, 'resize_revert.dest', ctx);
+        await c.notify(rec, 'resize_revert.dest', ctx);
       }
-      await m.deps.peers.cast(mig.source_compute, 'finish_revert_resize', { instance: this.cp.instanceRef(uuid), migration: this.cp.migrationArg(mig) }, ctx);
+      await c.peers.cast(mig.source_compute, 'finish_revert_resize', { instance: c.controlPlane.instanceRef(uuid), migration: c.controlPlane.migrationArg(mig) }, ctx);
     });
   }
 
   /** Source: the allocations come back in one write and the original instance starts again. */
   finishRevertResize(uuid: string, mig: DecodedMigration, ctx: RequestContext): Promise<void> {
-    const m = this.m;
-    return m.locks.with(uuid, async () => {
-      const rec = m.require(uuid);
-      ComputeManager.expect(rec, 'finish reverting the resize of', rec.migration?.uuid === mig.uuid && rec.migration.role === 'source');
+    const c = this.c;
+    return c.locks.with(uuid, async () => {
+      const rec = c.require(uuid);
+      expectState(rec, 'finish reverting the resize of', rec.migration?.uuid === mig.uuid && rec.migration.role === 'source');
       const migration = rec.migration as MigrationRecord;
       migration.status = 'reverted';
-      await m.save(rec);
-      await m.allocations.revertMove(uuid, migration.uuid, ctx.global_request_id ?? ctx.request_id);
-      await m.deps.driver.finishRevertMigration(rec, migrationRef(migration), { powerOn: migration.old_vm_state !== 'stopped' });
+      await c.save(rec);
+      await c.claims.revertMove(uuid, migration.uuid, ctx.global_request_id ?? ctx.request_id);
+      await c.driver.finishRevertMigration(rec, migrationRef(migration), { powerOn: migration.old_vm_state !== 'stopped' });
       rec.vm_state = migration.old_vm_state ?? 'active';
       rec.task_state = null;
       rec.power_state = rec.vm_state === 'stopped' ? POWER_STATE.SHUTDOWN : POWER_STATE.RUNNING;
       rec.flavor = migration.old_flavor ?? rec.flavor;
       rec.allocations = migration.source_allocations ?? rec.allocations;
       delete rec.migration;
-      await m.save(rec);
-      await m.notify(rec, 'resize_revert.end', ctx);
+      await c.save(rec);
+      await c.notify(rec, 'resize_revert.end', ctx);
     });
   }
 
   /** Destination, after a failure at the source: drop our claim and our record. */
   dropMoveClaim(uuid: string): Promise<void> {
-    const m = this.m;
-    return m.locks.with(uuid, async () => {
-      const rec = m.record(uuid);
+    const c = this.c;
+    return c.locks.with(uuid, async () => {
+      const rec = c.record(uuid);
       if (!rec || rec.migration?.role !== 'dest') return;
-      await m.deps.driver.rollbackLiveMigrationAtDestination(rec, {}).catch(() => undefined);
-      m.deps.tracker.claims.release(uuid);
-      await m.forget(uuid);
+      await c.driver.rollbackLiveMigrationAtDestination(rec, {}).catch(() => undefined);
+      c.claims.release(uuid);
+      await c.forget(uuid);
     });
   }
 }

@@ -117,7 +117,7 @@ export async function makeHost(name: string, api: PlacementApi, peers: InProcess
   await tracker.updateFromDriver();
   const store = new MemoryStore();
   const notifier = new MemoryNotifier();
-  const manager = new ComputeManager({ host: name, driver, tracker, api, store, peers, notifier, logger, ...(controlPlane ? { controlPlane } : {}) });
+  const manager = new ComputeManager({ host: name, driver, claims: tracker.claims, store, peers, notifier, logger, ...(controlPlane ? { controlPlane } : {}) });
   peers.register(name, computeMethods(manager));
   return { name, rootUuid, driver, tracker, manager, store, notifier };
 }

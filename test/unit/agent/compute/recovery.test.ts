@@ -45,7 +45,7 @@ async function agent(dir: string, api: PlacementClient, rootUuid: string, clock:
   const tracker = new ResourceTracker({ api, driver, nodename: 'host-r', rootUuid, initialRatios: initialRatiosFrom(config.DEFAULT), logger });
   await tracker.updateFromDriver();
   const journal = await DurableJournal.open(dir, { logger });
-  const manager = new ComputeManager({ host: 'host-r', driver, tracker, api, store: journal, peers: new InProcessPeers(), notifier: new MemoryNotifier(), logger });
+  const manager = new ComputeManager({ host: 'host-r', driver, claims: tracker.claims, store: journal, peers: new InProcessPeers(), notifier: new MemoryNotifier(), logger });
   return { driver, tracker, journal, manager, methods: computeMethods(manager) };
 }
 
@@ -72,7 +72,7 @@ test('a build interrupted after its claim is finished at start-up: one allocatio
   const second = await agent(dir, api, rootUuid);
   expect(second.journal.pending().map((r) => r.uniqueId)).toEqual([req.uniqueId]);
   mock.requests.length = 0;
-  const report = await recover(second.manager, second.journal, second.methods);
+  const report = await recover(second.manager.context, second.journal, second.methods);
   expect(report).toMatchObject({ replayed: 1, failed: 0, erroredBuilds: [], vanished: [] });
   expect(second.manager.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
   expect(mock.writes()).toEqual([]); // the claim was already made: not made twice
@@ -98,7 +98,7 @@ test('an instance whose guest vanished while the agent was down goes to ERROR; a
   await api.deleteAllocations(String(kept.uuid));
 
   const second = await agent(dir, api, rootUuid);
-  const report = await recover(second.manager, second.journal, second.methods);
+  const report = await recover(second.manager.context, second.journal, second.methods);
   expect(report.vanished).toEqual([gone.uuid]);
   expect(report.rewrittenAllocations).toEqual([kept.uuid]);
   expect(second.manager.record(String(gone.uuid))?.vm_state).toBe('error');

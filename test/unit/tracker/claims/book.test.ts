@@ -1,7 +1,7 @@
-import cron from 'node-cron';
-import { ClaimBook, InsufficientResourcesError, InvalidClaimError } from '../../../tracker/claims';
-import { cronFor, auditInterval, ScheduleError } from '../../../tracker/schedule';
-import { PlacementView } from '../../../tracker/sync/view';
+// The in-flight claim book: free capacity counts Placement's usage and claims it does not show yet.
+import { ClaimBook } from '../../../../tracker/claims/book';
+import { InsufficientResourcesError, InvalidClaimError } from '../../../../tracker/claims/errors';
+import { PlacementView } from '../../../../tracker/sync/view';
 
 const RP = '00000000-0000-0000-0000-0000000000aa';
 
@@ -57,33 +57,5 @@ describe('ClaimBook', () => {
     expect(() => book.claim('a', { [RP]: { VGPU: 3 } })).toThrow(InvalidClaimError);
     expect(() => book.claim('a', { [RP]: { PCPU: 1 } })).toThrow(/no PCPU inventory/);
     expect(() => book.claim('a', { other: { VCPU: 1 } })).toThrow(/not part of this host's tree/);
-  });
-});
-
-describe('audit schedule', () => {
-  test('0 means 60 s; negative disables', () => {
-    expect(auditInterval(0)).toBe(60);
-    expect(auditInterval(-1)).toBeUndefined();
-    expect(auditInterval(300)).toBe(300);
-  });
-
-  test.each([10, 30, 60, 120, 300, 600, 3600, 7200, 86400])('every %i s is a valid cron step, offset per host', (s) => {
-    const a = cronFor(s, 'compute-1');
-    expect(cron.validate(a)).toBe(true);
-    const task = cron.createTask(a, () => undefined);
-    const runs = task.getNextRuns(3).map((d) => d.getTime());
-    void task.destroy();
-    expect((runs[1] ?? 0) - (runs[0] ?? 0)).toBe(s * 1000);
-    expect((runs[2] ?? 0) - (runs[1] ?? 0)).toBe(s * 1000);
-  });
-
-  test('hosts get different offsets, so a fleet does not audit in the same second', () => {
-    const offsets = new Set(Array.from({ length: 50 }, (_, i) => cronFor(60, `compute-${i}`)));
-    expect(offsets.size).toBeGreaterThan(30);
-  });
-
-  test('an interval cron cannot step evenly is refused with a hint', () => {
-    expect(() => cronFor(90, 'h')).toThrow(ScheduleError);
-    expect(() => cronFor(90, 'h')).toThrow(/e\.g\. 30, 60, 120/);
   });
 });

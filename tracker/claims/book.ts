@@ -7,31 +7,11 @@
  *
  * The local capacity check here runs before the driver is called; Placement's own check on the
  * allocation write stays the authority. Not synchronized: used from the event loop only, every
- * method is synchronous.
+ * method is synchronous. Owned by the claim service (`service.ts`); nothing else records claims.
  */
-import type { Resources } from '../model/provider-types';
-import type { PlacementView } from './sync/view';
-
-/** The host cannot take the request, as far as this agent can tell. */
-export class InsufficientResourcesError extends Error {
-  constructor(
-    readonly provider: string,
-    readonly resourceClass: string,
-    readonly requested: number,
-    readonly free: number,
-  ) {
-    super(`not enough ${resourceClass} on provider ${provider}: ${requested} requested, ${free} free`);
-    this.name = 'InsufficientResourcesError';
-  }
-}
-
-/** A claim's resources do not fit the provider's inventory rules (class missing, min/max/step). */
-export class InvalidClaimError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'InvalidClaimError';
-  }
-}
+import type { Resources } from '../../model/provider-types';
+import type { PlacementView } from '../sync/view';
+import { InsufficientResourcesError, InvalidClaimError } from './errors';
 
 export interface Claim {
   readonly consumer: string;

@@ -1,6 +1,5 @@
 /**
- * Allocation writes for instances and moves, with consumer generations, as nova settled them
- * (placement-and-nova.md section 3):
+ * Allocation writes for instances and moves, with consumer generations, as nova settled them:
  * - a spawn without a scheduler claim writes `PUT /allocations/{instance}` with
  *   `consumer_generation: null`, so an existing consumer is a hard failure, never overwritten;
  * - a move swaps in ONE `POST /allocations`: the migration uuid takes the source allocations and
@@ -11,28 +10,17 @@
  *   a provider-generation conflict is retried; delete of an instance is forced (generations
  *   ignored: the user's intent is "gone").
  * Generations are read right before each write.
+ *
+ * Not here: the in-flight book and the choice of providers; `service.ts` puts them together.
  */
-import type { AllocationWrite, ConsumerAllocations, PlacementApi } from '../../tracker/placement/api';
-import { ConsumerGenerationConflictError, ProviderGenerationConflictError } from '../../tracker/placement/errors';
+import type { AllocationWrite, ConsumerAllocations, PlacementApi } from '../placement/api';
+import { ConsumerGenerationConflictError, ProviderGenerationConflictError } from '../placement/errors';
 import type { Resources } from '../../model/provider-types';
+import { AllocationConflictError, ClaimMismatchError } from './errors';
+import { sumAllocations } from './request';
 
+/** Allocations of one consumer: provider uuid -> resources. */
 export type Allocs = Readonly<Record<string, Resources>>;
-
-/** Someone else changed the consumer; the operation fails (nova's AllocationMoveFailed / update conflict). */
-export class AllocationConflictError extends Error {
-  constructor(readonly consumer: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'AllocationConflictError';
-  }
-}
-
-/** A scheduler claim that is not on this host or does not match the flavor. */
-export class ClaimMismatchError extends Error {
-  constructor(readonly consumer: string, message: string) {
-    super(message);
-    this.name = 'ClaimMismatchError';
-  }
-}
 
 const body = (allocs: Allocs, project: string, user: string, gen: number | null): AllocationWrite => ({
   allocations: Object.fromEntries(Object.entries(allocs).map(([rp, resources]) => [rp, { resources }])),
@@ -44,7 +32,7 @@ const body = (allocs: Allocs, project: string, user: string, gen: number | null)
 export const flatten = (a: ConsumerAllocations): Record<string, Resources> =>
   Object.fromEntries(Object.entries(a.allocations).map(([rp, v]) => [rp, v.resources]));
 
-export class InstanceAllocations {
+export class AllocationWriter {
   constructor(
     private readonly api: PlacementApi,
     /** Providers that are sharing providers (their allocations stay with the instance on moves). */
@@ -87,8 +75,7 @@ export class InstanceAllocations {
   verifyClaim(consumer: string, existing: Allocs, ours: ReadonlySet<string>, want: Readonly<Record<string, number>>): void {
     const foreign = Object.keys(existing).filter((rp) => !ours.has(rp) && !this.isSharing(rp));
     if (foreign.length) throw new ClaimMismatchError(consumer, `the claim for ${consumer} is on providers that are not this host's: ${foreign.join(', ')}`);
-    const have: Record<string, number> = {};
-    for (const res of Object.values(existing)) for (const [rc, n] of Object.entries(res)) have[rc] = (have[rc] ?? 0) + n;
+    const have = sumAllocations(existing);
     const diff = [...new Set([...Object.keys(have), ...Object.keys(want)])].filter((rc) => (have[rc] ?? 0) !== (want[rc] ?? 0));
     if (diff.length) {
       throw new ClaimMismatchError(consumer, `the claim for ${consumer} does not match the flavor: ${diff.map((rc) => `${rc} ${have[rc] ?? 0} claimed, ${want[rc] ?? 0} asked`).join('; ')}`);

@@ -1,0 +1,108 @@
+/**
+ * An instance's life on one host: `build_and_run_instance` (claim, spawn, ACTIVE) and
+ * `terminate_instance` (guest gone, allocations deleted, record dropped). Each step is recorded
+ * before the side effect it describes, so a redelivered or recovered request resumes from the
+ * recorded state. The moves are in `resize.ts` and `live.ts`.
+ */
+import { InstanceNotFoundError as DriverInstanceNotFound } from '../../virt-drivers/errors';
+import { POWER_STATE } from '../../virt-drivers/types';
+import { AllocationConflictError, ClaimMismatchError, InsufficientResourcesError, InvalidClaimError } from '../../tracker/claims/errors';
+import { describeState, type Flavor, type InstanceRecord } from '../../model/instance';
+import type { DecodedInstance } from './decode';
+import type { FlowContext } from './flow-context';
+import { arrivingRecord, instanceSpec, putInError } from './flow-steps';
+import type { RequestContext } from './ports';
+
+/** A build's claim information, from `host_list` selections or the deployment mode. */
+export interface BuildOptions {
+  readonly claimed: boolean;
+}
+
+export type LifecycleContext = Pick<FlowContext, 'host' | 'now' | 'locks' | 'claims' | 'driver' | 'controlPlane' | 'log' | 'record' | 'save' | 'forget' | 'notify'>;
+
+export class LifecycleFlows {
+  constructor(private readonly c: LifecycleContext) {}
+
+  /**
+   * `build_and_run_instance`. Idempotent: a build that is redelivered or recovered resumes from
+   * the recorded state (an instance already ACTIVE is left alone).
+   */
+  build(inst: DecodedInstance, flavor: Flavor, opts: BuildOptions, ctx: RequestContext): Promise<void> {
+    const c = this.c;
+    return c.locks.with(inst.uuid, async () => {
+      let rec = c.record(inst.uuid);
+      const resuming = rec !== undefined;
+      if (rec && rec.vm_state !== 'building') {
+        c.log.info({ instance: inst.uuid, state: describeState(rec) }, 'build of an instance this host already has: nothing to do');
+        return;
+      }
+      rec ??= await c.save(arrivingRecord(c, inst, flavor, { vm_state: 'building', task_state: 'scheduling' }));
+      if (rec.task_state === 'scheduling') await c.notify(rec, 'create.start', ctx);
+      try {
+        if (rec.task_state === 'scheduling') {
+          rec.allocations = await c.claims.claimForBuild(rec, {
+            schedulerClaimed: opts.claimed || c.controlPlane.schedulerClaims,
+            resuming,
+            requestId: ctx.global_request_id ?? ctx.request_id,
+          });
+          rec.task_state = 'spawning';
+          await c.save(rec);
+          await c.notify(rec, 'create.claimed', ctx);
+        }
+        if (rec.task_state === 'spawning') {
+          const present = await c.driver.getInfo(rec).then(
+            () => true,
+            (e: unknown) => (e instanceof DriverInstanceNotFound ? false : Promise.reject(e)),
+          );
+          if (!present) await c.driver.spawn(instanceSpec(rec));
+        }
+      } catch (e) {
+        await this.failBuild(rec, e, ctx);
+        return;
+      }
+      rec.vm_state = 'active';
+      rec.task_state = null;
+      rec.power_state = POWER_STATE.RUNNING;
+      rec.launched_at = c.now();
+      await c.save(rec);
+      await c.notify(rec, 'create.end', ctx);
+    });
+  }
+
+  private async failBuild(rec: InstanceRecord, e: unknown, ctx: RequestContext): Promise<void> {
+    const c = this.c;
+    const reason = e instanceof Error ? e.message : String(e);
+    // A claim we made (or a scheduler claim we refused) must not stay behind: delete it, forced.
+    // Nothing was written when the host refused locally, and a conflict means the consumer is not ours.
+    const refusedLocally = e instanceof InsufficientResourcesError || e instanceof InvalidClaimError;
+    if (!refusedLocally && !(e instanceof AllocationConflictError)) {
+      await c.claims.forceDelete(rec.uuid).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'allocation cleanup failed; the audit will report it'));
+      await c.driver.destroy(rec).catch(() => undefined);
+    }
+    c.claims.release(rec.uuid);
+    rec.allocations = {};
+    const kind = refusedLocally ? 'no room' : e instanceof ClaimMismatchError ? 'claim mismatch' : e instanceof AllocationConflictError ? 'allocation conflict' : 'spawn failed';
+    await putInError(c, rec, `${kind}: ${reason}`, ctx, 'create');
+  }
+
+  /** `terminate_instance`: guest gone, allocations deleted (forced), record dropped. Idempotent. */
+  terminate(uuid: string, ctx: RequestContext): Promise<void> {
+    const c = this.c;
+    return c.locks.with(uuid, async () => {
+      const rec = c.record(uuid);
+      if (rec) {
+        rec.task_state = 'deleting';
+        await c.save(rec);
+        await c.notify(rec, 'delete.start', ctx);
+      }
+      await c.driver.destroy({ uuid, name: rec?.name ?? uuid }).catch((e: unknown) => {
+        if (!(e instanceof DriverInstanceNotFound)) throw e;
+      });
+      await c.claims.forceDelete(uuid, ctx.global_request_id ?? ctx.request_id);
+      if (rec?.migration) await c.claims.forceDelete(rec.migration.uuid);
+      c.claims.release(uuid);
+      await c.forget(uuid);
+      await c.controlPlane.deleted(uuid, rec, ctx);
+    });
+  }
+}
