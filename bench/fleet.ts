@@ -1,5 +1,5 @@
 /**
- * Fleet simulation (issue 9, item 6): N simulated hosts (the real tracker and auditor over the
+ * Fleet simulation: N simulated hosts (the real tracker and auditor over the
  * fake driver, sharded over child processes) against one real Placement on PostgreSQL with several
  * uwsgi workers, while a scheduler-style claimer allocates until the fleet is full. Reports time to
  * converge, Placement requests per host per minute in steady state, the agents' and the claimer's

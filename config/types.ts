@@ -42,7 +42,7 @@ export function optionMeta(schema: z.ZodType): OptionMeta | undefined {
 
 function fail(ctx: z.RefinementCtx, message: string): never {
   ctx.addIssue({ code: 'custom', message });
-  return z.NEVER as never;
+  return z.NEVER;
 }
 
 export const str = (): z.ZodType<string, string> => z.string();
@@ -91,7 +91,7 @@ export const bool = (): z.ZodType<boolean, string> =>
 export function choice<const C extends readonly string[]>(choices: C): z.ZodType<C[number], string> {
   return z.string().transform((raw, ctx) => {
     const v = raw.trim();
-    return (choices as readonly string[]).includes(v) ? (v as C[number]) : fail(ctx, 'not one of the choices');
+    return choices.includes(v) ? v : fail(ctx, 'not one of the choices');
   });
 }
 

@@ -3,7 +3,7 @@
  * compaction. The durable journal (`durable.ts`) is built on it.
  *
  * Why a log and not SQLite: Node 20 has no `node:sqlite`, and better-sqlite3 is a native add-on
- * that would compile on every host (ruled out, see libraries-and-style.md A12); the state is small
+ * that would compile on every host (`docs/dependencies.md#journal-storage`); the state is small
  * (open requests, instances of one host) and only ever read whole at start-up. A log gives one
  * fsync per batch of concurrent writers (group commit), which is what a burst of 200 casts needs.
  *

@@ -1,8 +1,9 @@
 /**
  * The `RequestJournal` port: where the agent durably records what the control plane asked of it
  * *before* acknowledging the AMQP message, so a crash after the ack cannot lose the request (oslo
- * acks on receipt and loses it). The RPC server is the only caller today; the compute manager
- * issue provides the durable, fsync'd implementation and recovers unfinished requests at start.
+ * acks on receipt and loses it). The RPC server records and completes requests through it; at
+ * start the compute manager's recovery finishes or rolls back what was accepted but never
+ * completed. `DurableJournal` (`durable.ts`) is the fsync'd implementation;
  * `InMemoryRequestJournal` (`memory.ts`) has the same contract minus crash durability of the
  * requests themselves.
  *

@@ -89,7 +89,8 @@ export class ConductorClient implements Conductor {
 
   /** A remotable method on `objinst` (a primitive with its `nova_object.changes`). @throws ConductorError */
   async objectAction(ctx: RpcContext, objinst: Readonly<Record<string, unknown>>, method: string, args: readonly unknown[] = [], kwargs: Readonly<Record<string, unknown>> = {}): Promise<ObjectActionReply> {
-    const name = String(objinst['nova_object.name'] ?? 'object');
+    const objName = objinst['nova_object.name'];
+    const name = typeof objName === 'string' ? objName : 'object';
     const reply = await this.call(ctx, `${name}.${method}`, 'object_action', { objinst, objmethod: method, args, kwargs });
     if (!Array.isArray(reply) || reply.length !== 2 || typeof reply[0] !== 'object' || reply[0] === null) {
       throw new ConductorError('BadReply', `${name}.${method}`, `expected [updates, result], got ${JSON.stringify(reply)?.slice(0, 200)}`);

@@ -1,6 +1,6 @@
 /**
  * The agent as a nova-compute service, through nova-conductor (control_plane = nova), in the order
- * nova-compute does it (nova-control-plane.md section 3):
+ * nova-compute does it (`docs/nova-control-plane.md#registration`):
  *
  * - `ping` until a conductor answers;
  * - `Service.get_by_host_and_binary(host, "nova-compute")`, else `Service.create` with topic

@@ -38,13 +38,13 @@ export class AgentMetrics {
     this.rpcMessages = new Counter({ name: `${p}rpc_messages_total`, help: 'RPC messages by method and outcome.', labelNames: ['method', 'outcome'], registers });
     this.inFlight = new Gauge({ name: `${p}operations_in_flight`, help: 'Compute operations accepted and not yet finished.', registers });
     this.instances = new Gauge({ name: `${p}instances`, help: 'Instances on this host by vm_state.', labelNames: ['state'], registers });
-    const self = this;
+    const lastAuditAge = (): number => (this.lastAuditSuccess === undefined ? -1 : (now() - this.lastAuditSuccess) / 1000);
     new Gauge({
       name: `${p}audit_last_success_age_seconds`,
       help: 'Seconds since the last audit that completed without error (-1: none yet).',
       registers,
       collect() {
-        this.set(self.lastAuditSuccess === undefined ? -1 : (now() - self.lastAuditSuccess) / 1000);
+        this.set(lastAuditAge());
       },
     });
     if (defaults) collectDefaultMetrics({ register: this.registry, prefix: p, eventLoopMonitoringPrecision: 10 });

@@ -5,8 +5,9 @@
  * It checks the tree contract (one root named after the node, unique names, parents first, no
  * total of 0, standard or CUSTOM_ names), that the driver owns only what it owns, determinism,
  * and that move instructions balance and carry every allocation to inventory that holds it.
- * The tracker issue adds the Placement writes for each tree (nock, from the real exchanges);
- * later issues add lifecycle steps.
+ * The Placement writes for each tree are checked by `describePlacementConformance`
+ * (`placement-conformance.ts`, nock from the real exchanges); lifecycle methods are exercised by
+ * each driver's own tests and the compute integration tests.
  */
 import { ProviderTree } from '../../model/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction, ProviderSnapshot } from '../../model/provider-types';

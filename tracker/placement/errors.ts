@@ -79,7 +79,7 @@ export function firstError(body: unknown): ErrorBody | undefined {
   const errors = (body as { errors?: unknown }).errors;
   if (!Array.isArray(errors) || errors.length === 0) return undefined;
   const first: unknown = errors[0];
-  return typeof first === 'object' && first !== null ? (first as ErrorBody) : undefined;
+  return typeof first === 'object' && first !== null ? first : undefined;
 }
 
 function clean(detail: string): string {

@@ -137,12 +137,12 @@ export class PlacementView {
   fresh<A extends Aspect>(uuid: string, aspect: A): AspectData[A] | undefined {
     const p = this.providers.get(uuid);
     const a = p?.aspects[aspect];
-    return p && a && a.gen === p.generation ? (a.data as AspectData[A]) : undefined;
+    return p && a && a.gen === p.generation ? a.data : undefined;
   }
 
   /** The aspect's last known data, fresh or not. */
   known<A extends Aspect>(uuid: string, aspect: A): AspectData[A] | undefined {
-    return this.providers.get(uuid)?.aspects[aspect]?.data as AspectData[A] | undefined;
+    return this.providers.get(uuid)?.aspects[aspect]?.data;
   }
 
   /** Aspects of `uuid` that are not fresh. */

@@ -1,6 +1,7 @@
 /**
  * Fault injection for the fake driver: a delay and/or a failure per lifecycle method, for the
- * first N calls or all of them. Later issues use it for fault tests of the compute manager.
+ * first N calls or all of them. The compute manager's fault tests use it (a failed spawn, a live
+ * migration refused, a slow spawn cut by a restart).
  *
  * It is: test tooling that lives beside the fake driver so any test (or the `run` command with
  * the fake driver) can reach it. It is not: used by real drivers.

@@ -141,6 +141,7 @@ export function parseHostFile(file: string, content: string): HostFileData {
   let raw: unknown;
   try {
     // yaml loads only when a host file is configured: most agents never read one.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- synchronous lazy load, see above
     raw = (require('yaml') as typeof import('yaml')).parse(content);
   } catch (e) {
     throw new HostFileError(file, [`not valid YAML or JSON: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`], { cause: e });

@@ -3,7 +3,7 @@
  * deadline that is always enforced.
  *
  * It is: the only way drivers and probes start processes, so tests replace it with a fake that
- * replays recorded output or hangs on purpose (`fake-exec.ts`). It is not: a shell. Arguments are
+ * replays recorded output or hangs on purpose (`test/helpers/fake-exec.ts`). It is not: a shell. Arguments are
  * passed as an array (`execFile`), never interpolated into a command line.
  *
  * Deadline semantics: when `timeoutMs` elapses (or `signal` aborts) the child gets SIGKILL and the

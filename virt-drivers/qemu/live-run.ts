@@ -22,6 +22,7 @@ import { DISK_DRIVE_ID } from './cmdline';
 import type { QemuHost } from './context';
 import { LiveMigrationAbortedError, LiveMigrationError, LiveMigrationTimeoutError } from './errors';
 import type { NbdTarget } from './live-data';
+import { qmpText } from './qmp';
 import type { QemuVm } from './vm';
 
 /** The block job id of the disk mirror, on the source. */
@@ -70,7 +71,7 @@ export async function runLiveMigration(host: QemuHost, run: LiveRun): Promise<Li
   let mirrorError: string | undefined;
   const off = qmp.onEvent((e) => {
     if (e.event === 'BLOCK_JOB_COMPLETED' && e.data.device === MIRROR_JOB && typeof e.data.error === 'string') mirrorError = e.data.error;
-    if (e.event === 'BLOCK_JOB_ERROR' && e.data.device === MIRROR_JOB) mirrorError = `disk copy ${String(e.data.operation ?? 'I/O')} error`;
+    if (e.event === 'BLOCK_JOB_ERROR' && e.data.device === MIRROR_JOB) mirrorError = `disk copy ${qmpText(e.data.operation, 'I/O')} error`;
     if (e.event === 'MIGRATION' || e.event.startsWith('BLOCK_JOB')) wake?.();
   });
   const nap = async (): Promise<void> => {
@@ -128,14 +129,14 @@ export async function runLiveMigration(host: QemuHost, run: LiveRun): Promise<Li
     let cancelled: 'abort' | 'timeout' | undefined;
     for (;;) {
       const info = dict(await qmp.execute('query-migrate'));
-      const status = String(info.status ?? 'none');
+      const status = qmpText(info.status, 'none');
       const ram = dict(info.ram);
       if (status === 'completed') {
         const stats = { wallMs: clock.now() - started, totalTimeMs: num(info['total-time']), downtimeMs: num(info.downtime), ramTransferred: num(ram.transferred) };
         log.info({ ...fields, ...stats }, 'live migration completed');
         return stats;
       }
-      if (status === 'failed') throw new LiveMigrationError(run.uuid, run.dest, String(info['error-desc'] ?? 'QEMU reported failure'));
+      if (status === 'failed') throw new LiveMigrationError(run.uuid, run.dest, qmpText(info['error-desc'], 'QEMU reported failure'));
       if (status === 'cancelled') throw fail(cancelled ?? 'abort');
       if (mirrorError) throw new LiveMigrationError(run.uuid, run.dest, `the disk copy failed: ${mirrorError}`);
       const why = cancelled ? undefined : stopReason();

@@ -1,7 +1,7 @@
 /**
  * A QMP (QEMU Machine Protocol) client over a unix socket, our own: the one npm package that
  * exists matches replies first-in-first-out, drops event data and assumes the greeting arrives in
- * one chunk (`../shared/reference/qemu.md` §8).
+ * one chunk (`docs/dependencies.md#qmp-client`).
  *
  * Protocol: QEMU greets with `{"QMP": {...}}`; the client sends `qmp_capabilities`; then each
  * request carries an `id` echoed in its `{"return"}` or `{"error"}` reply, and asynchronous
@@ -54,6 +54,11 @@ const RETRYABLE = new Set(['ENOENT', 'ECONNREFUSED', 'EAGAIN']);
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** A text field of a QMP message (QMP's schema makes them strings), or `fallback`. */
+export function qmpText(v: unknown, fallback: string): string {
+  return typeof v === 'string' ? v : fallback;
 }
 
 /**
@@ -228,7 +233,7 @@ export class QmpClient {
     this.pending.delete(id);
     p.stop.abort();
     if ('return' in msg) p.resolve(msg.return);
-    else if (isObject(msg.error)) p.reject(new QmpCommandError(p.command, String(msg.error.class ?? 'GenericError'), String(msg.error.desc ?? '')));
+    else if (isObject(msg.error)) p.reject(new QmpCommandError(p.command, qmpText(msg.error.class, 'GenericError'), qmpText(msg.error.desc, '')));
     else p.reject(new QmpProtocolError(this.path, `answer to ${p.command} has neither return nor error`));
   }
 }
@@ -278,7 +283,7 @@ function readGreeting(socket: Socket, path: string, timeoutMs: number, clock: Cl
         const q = isObject(v?.qemu) ? v.qemu : undefined;
         if (!q) throw new Error('no QMP greeting');
         const num = (x: unknown): number => (typeof x === 'number' ? x : 0);
-        resolve({ version: { major: num(q.major), minor: num(q.minor), micro: num(q.micro), package: String(v?.package ?? '') }, rest: buf.slice(nl + 1) });
+        resolve({ version: { major: num(q.major), minor: num(q.minor), micro: num(q.micro), package: qmpText(v?.package, '') }, rest: buf.slice(nl + 1) });
       } catch (e) {
         socket.destroy();
         reject(new QmpProtocolError(path, `bad greeting ${JSON.stringify(buf.slice(0, 80))}`, { cause: e }));

@@ -50,7 +50,8 @@ export class QemuVm {
     /** Only for a process this agent started: resolves when it exits. */
     readonly exited?: Promise<ExitStatus>,
   ) {
-    exited?.then((s) => {
+    // `Launched.exited` never rejects: there is nothing to catch.
+    void exited?.then((s) => {
       this.exitStatus = s;
       this.gone.abort();
       this.client?.close();

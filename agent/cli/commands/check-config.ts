@@ -1,4 +1,5 @@
 /** `compute-agent check-config [--show]`: validate and exit 0, or 2 with one line per problem. */
+import type { Command } from 'commander';
 import { displayValue } from '../../../config/loader';
 import { SECTION_NAMES, type AgentConfig, type SectionName } from '../../../config/schema';
 import type { CommandModule } from '../context';
@@ -11,10 +12,18 @@ function transportText(config: AgentConfig): string {
   return `rabbit://${hosts}/${t.virtualHost === '/' ? '' : encodeURIComponent(t.virtualHost)}`;
 }
 
+/** A parsed option value as the INI text that sets it. */
+function optionText(v: unknown): string {
+  if (v === undefined) return '';
+  if (Array.isArray(v)) return v.join(',');
+  if (v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return String(v);
+  if (typeof v === 'object' && 'min' in v && 'max' in v && typeof v.min === 'number' && typeof v.max === 'number') return `${v.min}-${v.max}`;
+  return JSON.stringify(v);
+}
+
 function valueText(config: AgentConfig, section: SectionName, key: string): string {
   if (key === 'transport_url') return transportText(config);
-  const v = (config[section] as Record<string, unknown>)[key];
-  const text = v === undefined ? '' : Array.isArray(v) ? v.join(',') : String(v);
+  const text = optionText((config[section] as Record<string, unknown>)[key]);
   return displayValue(section, key, text).slice(1, -1);
 }
 
@@ -34,7 +43,7 @@ export const checkConfigCommand: CommandModule = (program, ctx) => {
     .command('check-config')
     .description('validate the configuration and exit: 0 when usable, 2 with one line per problem')
     .option('--show', 'print the effective configuration, secrets masked')
-    .action((opts: { show?: boolean }, cmd) => {
+    .action((opts: { show?: boolean }, cmd: Command) => {
       const loaded = ctx.load(cmd);
       for (const w of loaded.warnings) ctx.io.err(`warning: ${w}`);
       if (opts.show) ctx.io.out(renderEffective(loaded.config));

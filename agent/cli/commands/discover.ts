@@ -11,6 +11,7 @@
  * Exit codes: 0 reported (even if some probe failed; stderr says which); 1 the driver failed;
  * 2 bad configuration or a bad host file.
  */
+import type { Command } from 'commander';
 import { discoverOnce } from '../../discover';
 import type { CommandModule } from '../context';
 import { isConfigProblem, stderrLogger } from '../stderr-logger';
@@ -22,7 +23,7 @@ export const discoverCommand: CommandModule = (program, ctx) => {
     .description("show the provider tree the configured driver reports for this host (Placement's field names with --json)")
     .option('--json', 'print {"providers": [...]} as Placement names the fields')
     .option('--facts', 'print the host facts the probes found (JSON) instead of the tree')
-    .action(async (opts: { json?: boolean; facts?: boolean }, cmd) => {
+    .action(async (opts: { json?: boolean; facts?: boolean }, cmd: Command) => {
       const loaded = ctx.load(cmd);
       for (const w of loaded.warnings) ctx.io.err(`warning: ${w}`);
       const { config } = loaded;

@@ -8,7 +8,7 @@
  * A broker that cannot be reached or a call without answer exits 1; bad arguments exit 2 before
  * anything is sent.
  */
-import { Option } from 'commander';
+import { Option, type Command } from 'commander';
 import { silentLogger } from '../../../lib/logging/logger';
 import { AmqpBroker } from '../../rpc/amqp/amqp-broker';
 import { RpcClient } from '../../rpc/endpoint/client';
@@ -93,6 +93,6 @@ export const rpcCommand: CommandModule = (program, ctx) => {
       .addOption(new Option('--namespace <ns>', 'target namespace'))
       .addOption(new Option('--timeout <seconds>', 'give up after this long (default: rpc_response_timeout)'));
     if (kind === 'call') c.addOption(new Option('--call-monitor-timeout <seconds>', 'ask the server for heartbeats (oslo call_monitor_timeout)'));
-    c.action((host: string, method: string, json: string | undefined, opts: RpcOptions, cmd) => send(kind, ctx, host, method, json, opts, cmd));
+    c.action((host: string, method: string, json: string | undefined, opts: RpcOptions, cmd: Command) => send(kind, ctx, host, method, json, opts, cmd));
   }
 };

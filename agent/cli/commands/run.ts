@@ -1,5 +1,5 @@
 /** `compute-agent run`: the daemon, until SIGTERM or SIGINT. */
-import { Option } from 'commander';
+import { Option, type Command } from 'commander';
 import { secretsOf } from '../../../config/loader';
 import { insecureConfigFiles } from '../../../config/permissions';
 import { placementFromConfig } from '../../../tracker/placement/factory';
@@ -15,7 +15,7 @@ export const runCommand: CommandModule = (program, ctx) => {
     .description('run the agent until SIGTERM or SIGINT')
     .addOption(new Option('--connect-attempts <n>', 'attempts per dependency at start-up').default('5'))
     .option('--allow-insecure-config', 'start even when a config file holding secrets is readable by every user')
-    .action(async (opts: { connectAttempts: string; allowInsecureConfig?: boolean }, cmd) => {
+    .action(async (opts: { connectAttempts: string; allowInsecureConfig?: boolean }, cmd: Command) => {
       const loaded = ctx.load(cmd);
       const { config } = loaded;
       const insecure = insecureConfigFiles(loaded.files);

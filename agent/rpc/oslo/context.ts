@@ -2,7 +2,7 @@
  * Request contexts for what the agent sends: the flat dict nova's `RequestContext.to_dict()`
  * produces (oslo.context keys plus nova's), which the client packs as `_context_<key>`.
  *
- * Rules from nova (rpc-protocol.md 2.3): `timestamp` is `%Y-%m-%dT%H:%M:%S.%f` (microseconds, UTC,
+ * Rules from nova (`docs/oslo-wire.md#contexts`): `timestamp` is `%Y-%m-%dT%H:%M:%S.%f` (microseconds, UTC,
  * no zone), `is_admin` is always sent, `user` and `user_id` both, `request_id` kept unchanged when
  * acting on behalf of a request. Not here: parsing contexts we receive (they stay plain dicts).
  */

@@ -1,4 +1,4 @@
-// Issue 7 end to end: two agents with compute_driver = qemu on one machine, the real Placement and
+// End to end with real VMs: two agents with compute_driver = qemu on one machine, the real Placement and
 // RabbitMQ, a tiny guest printing a counter on its serial port. A spawn cast starts a real VM with
 // its allocation; live migration a -> b continues the counter and moves the allocation in one
 // write; a live migration whose destination agent is gone fails cleanly and the source keeps
@@ -6,6 +6,7 @@
 // running VM on restart without restarting it.
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import type { Daemon } from '../../../agent/daemon';
@@ -59,7 +60,7 @@ const holders = async (consumer: string): Promise<string[]> => Object.keys((awai
 
 describeWithQemu('two agents with the qemu driver', () => {
   const exchange = `test-qemu-${randomUUID().slice(0, 8)}`;
-  const images = join(require('node:os').tmpdir() as string, `ca-images-${exchange}`);
+  const images = join(tmpdir(), `ca-images-${exchange}`);
   let a: AgentSpec;
   let b: AgentSpec;
   let da: Daemon | undefined;
@@ -158,7 +159,7 @@ describeWithQemu('two agents with the qemu driver', () => {
 describeWithQemu('an agent killed with SIGKILL while its VM runs', () => {
   test('on restart it adopts the VM without restarting it', async () => {
     const exchange = `test-qkill-${randomUUID().slice(0, 8)}`;
-    const images = join(require('node:os').tmpdir() as string, `ca-images-${exchange}`);
+    const images = join(tmpdir(), `ca-images-${exchange}`);
     mkdirSync(images, { recursive: true });
     writeTickImage(join(images, 'tick.img'));
     const spec = qemuAgent(`qk-${exchange.slice(-8)}`, exchange, images);

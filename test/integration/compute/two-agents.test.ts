@@ -22,7 +22,7 @@ async function expectConsistent(agents: Array<{ spec: AgentSpec; daemon: Daemon 
     for (const rec of daemon.compute?.instances() ?? []) {
       expect(rec.migration).toBeUndefined();
       expect(rec.task_state).toBeNull();
-      expected.set(rec.uuid, rec.allocations as Record<string, Record<string, number>>);
+      expected.set(rec.uuid, rec.allocations);
     }
   }
   const seen = new Map<string, Record<string, Record<string, number>>>();
@@ -83,13 +83,13 @@ test('spawn, migrate (cold confirm/revert, live), conflict, serialized resize+de
     const vuuid = String(victim.uuid);
     const cur = await api.consumerAllocations(vuuid);
     // The outside writer bumps the consumer generation right before the destination's prep.
-    await api.putAllocations(vuuid, { allocations: cur.allocations as never, project_id: cur.project_id ?? 'p', user_id: cur.user_id ?? 'u', consumer_generation: cur.consumer_generation ?? null });
+    await api.putAllocations(vuuid, { allocations: cur.allocations, project_id: cur.project_id ?? 'p', user_id: cur.user_id ?? 'u', consumer_generation: cur.consumer_generation ?? null });
     const stale = { uuid: randomUUID(), migration_type: 'migration', source_compute: a.host, dest_compute: b.host };
     // Race the outside write against the prep: retry the outside write while the prep runs.
     const racing = (async () => {
       for (let i = 0; i < 30; i++) {
         const c = await api.consumerAllocations(vuuid);
-        await api.putAllocations(vuuid, { allocations: c.allocations as never, project_id: c.project_id ?? 'p', user_id: c.user_id ?? 'u', consumer_generation: c.consumer_generation ?? null }).catch(() => undefined);
+        await api.putAllocations(vuuid, { allocations: c.allocations, project_id: c.project_id ?? 'p', user_id: c.user_id ?? 'u', consumer_generation: c.consumer_generation ?? null }).catch(() => undefined);
       }
     })();
     await cp.cast(b.host, 'prep_resize', { instance: victim, flavor: FLAVOR, migration: stale });

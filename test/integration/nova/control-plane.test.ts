@@ -1,4 +1,4 @@
-// Issue 10: the agent as a drop-in for nova-compute. A real, unmodified nova control plane
+// The agent as a drop-in for nova-compute. A real, unmodified nova control plane
 // (Debian nova-api, nova-conductor, nova-scheduler, Zed; scripts/nova-stack) and two agents in
 // nova mode: servers boot through POST /servers, show their host, delete, cold-migrate with confirm
 // and revert, live-migrate, and the hosts appear in os-hypervisors and os-services, going down
@@ -12,7 +12,7 @@ import { HAVE_QEMU, reapLeftovers } from '../../helpers/qemu-hosts';
 jest.setTimeout(600_000);
 
 // nova calls a service down after service_down_time without a heartbeat; the test keeps nova's
-// default (60 s), as the issue asks, at the cost of a minute of test time. The agents beat every
+// default (60 s), so what is proven is what operators run, at the cost of a minute of test time. The agents beat every
 // REPORT_INTERVAL (4) s.
 const SERVICE_DOWN_TIME = 60;
 const FLAVOR = 'ca-tiny';

@@ -35,14 +35,15 @@ test('10 000 fuzzed bodies, then a valid call from oslo.messaging', async () => 
   });
   agent = await agentStack({ url: TRANSPORT_URL, exchange, topic, server: host, dispatcher, maxMessageBytes: 32 * 1024 });
   sender = new AmqpBroker({ transport: parseTransportUrl(TRANSPORT_URL), rabbit: RABBIT, logger: silentLogger(), initialAttempts: 3 });
-  await sender.start();
-  await sender.declare({ exchanges: [], queues: [{ name: replies, durable: false, autoDelete: false, arguments: { 'x-expires': 600_000 } }], bindings: [] });
+  const out = sender;
+  await out.start();
+  await out.declare({ exchanges: [], queues: [{ name: replies, durable: false, autoDelete: false, arguments: { 'x-expires': 600_000 } }], bindings: [] });
 
   const bodies = fuzzBodies(10_000, 424242, { replyQueue: replies, methods: ['typed', 'get_host_uptime', 'nope'], hugeBytes: 80_000 });
   const props = { contentType: 'application/json', contentEncoding: 'utf-8', deliveryMode: 2, priority: 0, headers: {} };
   const queue = `${topic}.${host}`;
   for (let i = 0; i < bodies.length; i += 500) {
-    await Promise.all(bodies.slice(i, i + 500).map((body) => sender?.publish({ exchange: '', routingKey: queue, body, properties: props })));
+    await Promise.all(bodies.slice(i, i + 500).map((body) => out.publish({ exchange: '', routingKey: queue, body, properties: props })));
   }
   const deadline = Date.now() + 300_000;
   while ((agent.server.stats.received < 10_000 || agent.server.stats.inProgress > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));

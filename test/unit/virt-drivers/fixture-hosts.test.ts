@@ -1,5 +1,5 @@
 /**
- * The fixture hosts of the issue, each discovered from scratch by the fake driver on its recorded
+ * The recorded fixture hosts (`test/fixtures/hosts/README.md`), each discovered from scratch by the fake driver on its recorded
  * sysfs/procfs tree and tool outputs, compared with the exact provider tree in
  * test/fixtures/hosts/<name>/expected-tree.json (UPDATE_EXPECTED_TREES=1 rewrites those files;
  * review the diff). Each test also states the facts that matter for that host explicitly.

@@ -49,6 +49,8 @@ describe('compute-agent CLI', () => {
     const shown = t.outLines.join('\n');
     expect(shown).toContain('transport_url = rabbit://nova:***@mq1:5672,nova:***@mq2:5672/');
     expect(shown).toContain('password = ***');
+    expect(shown).toContain('migration_port_range = 49152-49215');
+    expect(shown).not.toContain('[object Object]');
     expect(shown).not.toContain('mqpass');
     expect(shown).not.toContain('p;a#ss');
   });
