@@ -1,7 +1,7 @@
 /**
  * The agent process: wiring, start-up in a safe order, and an orderly stop.
  *
- * Start (the order in `README.md#architecture`): Placement answers with a usable microversion -> the virt
+ * Start: Placement answers with a usable microversion -> the virt
  * driver initialises -> the journal is recovered from disk -> the tracker syncs Placement once (the
  * host's truth is there before any request is taken) -> the broker connection opens -> requests
  * the journal holds unfinished are finished or rolled back -> RPC consuming -> the audit is

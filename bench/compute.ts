@@ -8,9 +8,9 @@
  * - moves: Placement round trips of each transition (cold migration, confirm, revert, live
  *   migration) summed over both agents (goal: one atomic write per transition).
  *
- * nova baselines (from its code, `placement-and-nova.md` section 3): a move is two writes before
- * the compute is even involved (conductor's move + the scheduler's claim), then a GET + PUT to
- * confirm, and a revert is a GET of two consumers + POST.
+ * nova baselines (from its code, `docs/placement.md#how-nova-moves-allocations`): a move is two
+ * writes before the compute is even involved (conductor's move + the scheduler's claim), then a
+ * GET + PUT to confirm, and a revert is a GET of two consumers + POST.
  */
 import { randomUUID } from 'node:crypto';
 import type { Daemon } from '../agent/daemon';

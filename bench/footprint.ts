@@ -3,7 +3,8 @@
  * dev stack (fake driver), its RSS and CPU idle, with 100 instances, and during a burst of 200
  * spawns; and cold start to ready (process start to the "compute-agent up" line, which is when
  * READY=1 goes to systemd). Medians of several starts. Goal: RSS < 60 MB idle.
- * nova-compute for comparison (anchors.md): 123-131 MB RSS for its report client process alone.
+ * nova-compute for comparison (`docs/nova-baselines.md#placement-report-client`): 123-131 MB RSS
+ * for its report client process alone.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';

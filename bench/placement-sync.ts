@@ -1,6 +1,6 @@
 /**
  * Placement traffic of the tracker, side by side with nova's report client (anchors measured on
- * this machine kind with nova Zed: `../shared/reference/anchors.md` section A).
+ * this machine kind with nova Zed: `docs/nova-baselines.md#placement-report-client`).
  *
  * For hosts of 1, 69 (nova's benchmark shape) and 300 providers, against a private, fresh
  * Placement per run (uwsgi 1x1, SQLite, as the anchors): the first sync, a steady-state sync, and a
@@ -82,7 +82,10 @@ async function oneRun(providers: number): Promise<Record<string, Measure>> {
   return { first, steady, claimed, quietAfter };
 }
 
-/** nova Zed report client, same scenarios (anchors.md A, "RC-only" = the report client alone). */
+/**
+ * The same scenarios run by nova Zed's report client alone
+ * (`docs/nova-baselines.md#placement-report-client`).
+ */
 const NOVA: Record<string, Record<string, string>> = {
   '1': { first: '5 req, 102 ms', steady: '0 req (RT: 1)', claimed: '6 req incl. 1x409, 37 ms' },
   '69': { first: '275 req, 1644 ms', steady: '0 req (RT: 69)', claimed: '210 req incl. 1x409, 1018 ms' },

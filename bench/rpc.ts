@@ -7,7 +7,7 @@
  *
  *   npm run build && node dist/bench/rpc.js [--quick]        (prints the JSON result)
  *
- * Anchors (../shared/reference/anchors.md B, idle 2-vCPU machine): oslo server + oslo client,
+ * Anchors (`docs/nova-baselines.md#oslo-rpc`, idle 2-vCPU machine): oslo server + oslo client,
  * sequential 542 calls/s, p50 1.76 ms, p99 2.43 ms; 8 threads shared 749 calls/s, p50 10.4 ms.
  * Numbers here move with the machine's load: compare the two servers within one run.
  */

@@ -1,9 +1,9 @@
 /**
  * Synthetic host shapes for benchmarks, built as a TreeSource. `novaShape` is the 69-provider tree
- * the nova anchors were measured with (`../shared/reference/anchors.md`): a root with VCPU 64,
- * MEMORY_MB 512000, DISK_GB 2000 and 5 traits; 8 GPUs with VGPU 8, each with 7 MIG children
- * (CUSTOM_MIG_1G_10GB 1); 4 NICs with bandwidth, 64 VFs and two custom traits. `sized(n)` grows or
- * shrinks it to n providers.
+ * nova's numbers were measured with (`docs/nova-baselines.md#placement-report-client`): a root with
+ * VCPU 64, MEMORY_MB 512000, DISK_GB 2000 and 5 traits; 8 GPUs with VGPU 8, each with 7 MIG
+ * children (CUSTOM_MIG_1G_10GB 1); 4 NICs with bandwidth, 64 VFs and two custom traits. `sized(n)`
+ * grows or shrinks it to n providers.
  */
 import { createHash } from 'node:crypto';
 import type { TreeSource } from '../tracker/tracker';

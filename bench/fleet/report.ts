@@ -114,11 +114,12 @@ export interface NovaEstimate {
 
 /**
  * nova-compute's (Zed) steady Placement traffic for hosts of `providers` providers, from the counts
- * measured with nova's own report client (`../shared/reference/anchors.md` A): each periodic
- * `update_available_resource` (every 60 s) issues one `GET /resource_providers/{u}/allocations` per
- * provider and nothing else; every 300 s the association refresh replaces that with `GET ?in_tree`
- * plus inventories, aggregates and traits per provider (1 + 3P) besides the P allocation reads. Per
- * five minutes: 4P + (1 + 4P) = 1 + 8P requests. Claims and builds add one steady call each; a quiet
+ * measured with nova's own report client (`docs/nova-baselines.md#placement-report-client`): each
+ * periodic `update_available_resource` (every 60 s) issues one
+ * `GET /resource_providers/{u}/allocations` per provider and nothing else; every 300 s the
+ * association refresh replaces that with `GET ?in_tree` plus inventories, aggregates and traits per
+ * provider (1 + 3P) besides the P allocation reads. Per five minutes: 4P + (1 + 4P) = 1 + 8P
+ * requests. Claims and builds add one steady call each; a quiet
  * fleet has none.
  */
 export function novaEstimate(providers: number, hosts: number): NovaEstimate {

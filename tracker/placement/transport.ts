@@ -2,7 +2,7 @@
  * The one place bytes go to Placement and keystone: a small JSON-over-HTTP(S) client on
  * node:http/node:https.
  *
- * Why not axios: it was the agent's largest dependency by resident memory (about 8 MB of the
+ * Why not axios: it would be the agent's largest dependency by resident memory (about 8 MB of the
  * daemon's idle RSS: form-data, mime-db, proxy agents, none of which a JSON client talking to one
  * endpoint needs). This module does exactly what PlacementHttp and KeystoneAuth ask: one request,
  * a deadline, a CA bundle, no redirects, no connection reuse, JSON in and out.

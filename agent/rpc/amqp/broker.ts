@@ -13,7 +13,8 @@
  * - A `Delivery` can be acknowledged only on the connection that delivered it; after a drop,
  *   `ack` is a no-op returning false and the broker redelivers the message.
  *
- * Not here: oslo.messaging names, envelopes or properties (`topology.ts`, `messages.ts`).
+ * Not here: oslo.messaging names, envelopes or properties (`../oslo/topology.ts`,
+ * `../oslo/messages.ts`).
  */
 
 export type ExchangeType = 'topic' | 'fanout' | 'direct';

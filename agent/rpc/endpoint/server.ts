@@ -13,7 +13,8 @@
  * 4. Run the handler when its instance's earlier requests are done; calls with `_timeout` get a
  *    heartbeat every `int(_timeout)/2` s; reply; `RequestJournal.complete`; free the slot.
  *
- * Not here: the wire format (`messages.ts`), replies (`replier.ts`), the connection (`Broker`).
+ * Not here: the wire format (`../oslo/messages.ts`), replies (`replier.ts`), the connection
+ * (`Broker`).
  */
 import type { RequestJournal } from '../../journal/types';
 import type { Logger } from '../../../lib/logging/logger';

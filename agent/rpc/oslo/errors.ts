@@ -7,7 +7,7 @@
  * form matches what oslo.messaging and nova send (fixtures in `test/fixtures/oslo/`).
  *
  * Client side: `RemoteError` (the callee failed) and `RpcTimeoutError` (no answer in time).
- * Broker-level failures live with the Broker port (`broker.ts`).
+ * Broker-level failures live with the Broker port (`../amqp/broker.ts`).
  */
 import type { RemoteFailure, RemoteSerializable } from './failure';
 

@@ -8,7 +8,7 @@
  * `_context_<key>` per context entry. Reply: `result`, `failure` (null or a JSON string; the key
  * must be present), `ending`, `_msg_id`, `_unique_id`.
  *
- * Not here: what the method does with its arguments (`dispatcher.ts`).
+ * Not here: what the method does with its arguments (`../endpoint/dispatcher.ts`).
  */
 import { randomUUID } from 'node:crypto';
 import { decodeEnvelope, encodeEnvelope, salvageReplyAddressFromBytes } from './envelope';
