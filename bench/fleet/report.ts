@@ -128,7 +128,7 @@ export function novaEstimate(providers: number, hosts: number): NovaEstimate {
   return {
     perHostPerMinute,
     fleetPerMinute: perHostPerMinute * hosts,
-    derivation: `estimate, not measured: per ${providers}-provider host, 4 periodics x ${providers} GET allocations + 1 refresh x (1 + 4 x ${providers}) per 300 s = ${perFive} / 5 min (nova Zed counts, anchors.md A)`,
+    derivation: `estimate, not measured: per ${providers}-provider host, 4 periodics x ${providers} GET allocations + 1 refresh x (1 + 4 x ${providers}) per 300 s = ${perFive} / 5 min (nova Zed counts, docs/nova-baselines.md)`,
   };
 }
 
