@@ -4,7 +4,7 @@
  * claim service (every claim and allocation write), the virt driver, the other compute hosts, the
  * control plane that hears about each step, a logger, the clock and the timeout of agent-to-agent
  * calls. Each flow file takes the `Pick<FlowContext, ...>` it uses; `ComputeManager` builds the one
- * context (`ComputeFlowContext`) and hands it out.
+ * context (`flowContext`) and hands it out.
  *
  * It is not: a flow, a place for flow logic, or a way to reach the manager.
  */
@@ -47,75 +47,36 @@ export interface FlowContext extends InstanceRecords {
   notify(rec: InstanceRecord, step: FlowStep, ctx: RequestContext, fault?: string): Promise<void>;
 }
 
-export interface FlowContextParts {
-  readonly host: string;
+/** What the flow context is built from: the shared parts as they are, the store and a clock. */
+export type FlowContextParts = Omit<FlowContext, keyof InstanceRecords | 'now' | 'notify'> & {
   readonly store: RecordStore;
-  readonly locks: InstanceLocks;
-  readonly claims: ClaimService;
-  readonly driver: VirtDriver;
-  readonly peers: ComputePeers;
-  readonly controlPlane: ControlPlane;
-  readonly log: Logger;
-  readonly callTimeoutMs: number;
   /** Milliseconds since the epoch. */
   readonly clock: () => number;
-}
+};
 
 /** The flow context over the journal's record store. */
-export class ComputeFlowContext implements FlowContext {
-  readonly host: string;
-  readonly locks: InstanceLocks;
-  readonly claims: ClaimService;
-  readonly driver: VirtDriver;
-  readonly peers: ComputePeers;
-  readonly controlPlane: ControlPlane;
-  readonly log: Logger;
-  readonly callTimeoutMs: number;
-  private readonly store: RecordStore;
-  private readonly clock: () => number;
-
-  constructor(parts: FlowContextParts) {
-    this.host = parts.host;
-    this.locks = parts.locks;
-    this.claims = parts.claims;
-    this.driver = parts.driver;
-    this.peers = parts.peers;
-    this.controlPlane = parts.controlPlane;
-    this.log = parts.log;
-    this.callTimeoutMs = parts.callTimeoutMs;
-    this.store = parts.store;
-    this.clock = parts.clock;
-  }
-
-  now(): string {
-    return new Date(this.clock()).toISOString();
-  }
-
-  record(uuid: string): InstanceRecord | undefined {
-    return this.store.get<InstanceRecord>(INSTANCE, uuid);
-  }
-
-  require(uuid: string): InstanceRecord {
-    const r = this.record(uuid);
-    if (!r) throw new InstanceNotFoundError(uuid);
-    return r;
-  }
-
-  async save(rec: InstanceRecord): Promise<InstanceRecord> {
-    rec.updated_at = this.now();
-    await this.store.put(INSTANCE, rec.uuid, rec);
-    return rec;
-  }
-
-  async forget(uuid: string): Promise<void> {
-    await this.store.del(INSTANCE, uuid);
-  }
-
-  instances(): InstanceRecord[] {
-    return this.store.list<InstanceRecord>(INSTANCE).map(([, r]) => r);
-  }
-
-  notify(rec: InstanceRecord, step: FlowStep, ctx: RequestContext, fault?: string): Promise<void> {
-    return this.controlPlane.step(rec, step, ctx, fault);
-  }
+export function flowContext(parts: FlowContextParts): FlowContext {
+  const { store, clock, ...shared } = parts;
+  const now = (): string => new Date(clock()).toISOString();
+  const record = (uuid: string): InstanceRecord | undefined => store.get<InstanceRecord>(INSTANCE, uuid);
+  return {
+    ...shared,
+    now,
+    record,
+    require(uuid) {
+      const r = record(uuid);
+      if (!r) throw new InstanceNotFoundError(uuid);
+      return r;
+    },
+    async save(rec) {
+      rec.updated_at = now();
+      await store.put(INSTANCE, rec.uuid, rec);
+      return rec;
+    },
+    async forget(uuid) {
+      await store.del(INSTANCE, uuid);
+    },
+    instances: () => store.list<InstanceRecord>(INSTANCE).map(([, r]) => r),
+    notify: (rec, step, ctx, fault) => shared.controlPlane.step(rec, step, ctx, fault),
+  };
 }

@@ -18,7 +18,7 @@ import type { DecodedInstance } from './decode';
 import { InstanceLocks } from './locks';
 import type { Flavor, InstanceRecord } from '../../model/instance';
 import { NotifierControlPlane, type ControlPlane } from './control-plane';
-import { ComputeFlowContext, type FlowContext } from './flow-context';
+import { flowContext, type FlowContext } from './flow-context';
 import { LifecycleFlows, type BuildOptions } from './lifecycle';
 import { LiveFlows } from './live';
 import type { ComputePeers, Notifier, RecordStore, RequestContext } from './ports';
@@ -62,7 +62,7 @@ export class ComputeManager {
       new NotifierControlPlane(deps.notifier, deps.host, (event, instance, reason) => log.warn({ instance, event, reason }, 'notification not sent'), {
         schedulerClaims: deps.schedulerClaims ?? false,
       });
-    this.context = new ComputeFlowContext({
+    this.context = flowContext({
       host: deps.host,
       store: deps.store,
       locks: this.locks,
