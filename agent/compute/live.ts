@@ -17,7 +17,6 @@ import type { InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
 import { arrivingRecord, claimMoveDestination, expectState, instanceSpec } from './flow-steps';
-import { migrationRef } from './resize';
 
 export type LiveContext = Pick<
   FlowContext,
@@ -110,7 +109,7 @@ export class LiveFlows {
         await c.save(rec);
         await c.notify(rec, 'live_migration_pre.start', ctx);
       }
-      const migration = rec.migration as MigrationRecord;
+      const migration = rec.migration;
       const dest = { host: migration.dest_compute, nodename: migration.dest_compute };
       if (migration.status === 'preparing' || migration.status === 'running') {
         try {

@@ -110,7 +110,7 @@ export class ResizeFlows {
         await c.save(rec);
         await c.notify(rec, 'resize.start', ctx);
       }
-      const migration = rec.migration as MigrationRecord;
+      const migration = rec.migration;
       if (migration.status === 'migrating') {
         try {
           const disk = await c.driver.migrateDiskAndPowerOff(rec, migrationRef(migration), flavor);
