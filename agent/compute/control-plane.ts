@@ -4,8 +4,9 @@
  * migration, live migration) calls it at the same points whatever the deployment, so standalone
  * mode and nova mode share the flows:
  *
- * - standalone (`NotifierControlPlane`): each step is an oslo versioned notification, exactly as
- *   the agent always sent them; steps only nova needs are not sent;
+ * - standalone (`NotifierControlPlane`): each step is an oslo versioned notification at the
+ *   priority the step's row in the transition table (`transitions.ts`) gives, or none where it
+ *   gives none;
  * - nova (`agent/nova/control-plane.ts`): each step is the save nova-compute makes through
  *   nova-conductor (Instance, Migration, InstanceActionEvent, the scheduler fanout).
  */
@@ -13,39 +14,9 @@ import type { MigrationRecord, InstanceRecord, Flavor } from '../../model/instan
 import type { Notifier, RequestContext } from './ports';
 import { payloadOf } from './payload';
 import type { DecodedMigration } from './decode';
+import { rowOf, stateAfter, type FlowStep } from './transitions';
 
-/**
- * The steps flows report, named like nova's notification events. `create.claimed`,
- * `live_migration_post_dest.end` and `resize_revert.dest` are nova-only (the standalone agent
- * never notified them).
- */
-export type FlowStep =
-  | 'create.start'
-  | 'create.claimed'
-  | 'create.end'
-  | 'create.error'
-  | 'delete.start'
-  | 'delete.end'
-  | 'resize_prep.start'
-  | 'resize_prep.end'
-  | 'resize_prep.error'
-  | 'resize.start'
-  | 'resize.end'
-  | 'resize.error'
-  | 'resize_finish.start'
-  | 'resize_finish.end'
-  | 'resize_finish.error'
-  | 'resize_confirm.end'
-  | 'resize_revert.start'
-  | 'resize_revert.dest'
-  | 'resize_revert.end'
-  | 'live_migration_pre.start'
-  | 'live_migration_post.end'
-  | 'live_migration_post_dest.end'
-  | 'live_migration_abort.end'
-  | 'power_off.error';
-
-const NOVA_ONLY: ReadonlySet<FlowStep> = new Set(['create.claimed', 'live_migration_post_dest.end', 'resize_revert.dest']);
+export type { FlowStep } from './transitions';
 
 export interface ControlPlane {
   /** The scheduler claimed before builds and moves: flows verify its claims instead of claiming. */
@@ -89,16 +60,17 @@ export class NotifierControlPlane implements ControlPlane {
   received(): void {}
 
   async step(rec: InstanceRecord, step: FlowStep, ctx: RequestContext, fault?: string): Promise<void> {
-    if (NOVA_ONLY.has(step)) return;
+    const priority = rowOf(step).notify;
+    if (priority === 'none') return;
     try {
-      await this.notifier.notify({ event_type: `instance.${step}`, priority: step.endsWith('.error') ? 'ERROR' : 'INFO', payload: payloadOf(rec, this.host, fault) }, ctx);
+      await this.notifier.notify({ event_type: `instance.${step}`, priority, payload: payloadOf(rec, this.host, fault) }, ctx);
     } catch (e) {
       this.onError(step, rec.uuid, (e as Error).message);
     }
   }
 
   async deleted(_uuid: string, rec: InstanceRecord | undefined, ctx: RequestContext): Promise<void> {
-    if (rec) await this.step({ ...rec, vm_state: 'deleted', task_state: null }, 'delete.end', ctx);
+    if (rec) await this.step({ ...rec, ...stateAfter('delete.end', rec) }, 'delete.end', ctx);
   }
 
   instanceArg(rec: InstanceRecord, flavor?: Flavor): Record<string, unknown> {

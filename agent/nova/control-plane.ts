@@ -1,9 +1,10 @@
 /**
  * The control-plane port in nova mode: each flow step becomes the writes nova-compute makes
- * through nova-conductor (nova-control-plane.md section 3; nova `compute/manager.py`):
- * `Instance.save` with the fields the step changed and the `expected_task_state` nova checks,
- * `Migration.save` with the new status, `InstanceActionEvent` start/finish for builds and deletes,
- * `Instance.destroy`, and the scheduler fanout (`update_instance_info`, `delete_instance_info`).
+ * through nova-conductor (nova `compute/manager.py`; docs/nova-control-plane.md), as the step's
+ * row in the transition table (`agent/compute/transitions.ts`) names them: `Instance.save` with
+ * the fields the step changed and the `expected_task_state` nova checks, `Migration.save` with the
+ * new status, `InstanceActionEvent` start/finish for builds and deletes, `Instance.destroy`, and
+ * the scheduler fanout (`update_instance_info`, `delete_instance_info`).
  *
  * Objects are saved from the primitives nova sent with the request (`received`), so fields this
  * agent does not model (flavor ids, system metadata, the migration's id) go back unchanged and
@@ -13,7 +14,8 @@
  * it because the conductor was unreachable (nova's periodic tasks would heal the record; the
  * agent's audit reports allocation drift).
  */
-import type { ControlPlane, FlowStep } from '../compute/control-plane';
+import type { ControlPlane } from '../compute/control-plane';
+import { rowOf, stateAfter, type FlowStep, type InstanceState, type NovaHook, type NovaValue } from '../compute/transitions';
 import type { DecodedMigration } from '../compute/decode';
 import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { RequestContext } from '../compute/ports';
@@ -23,8 +25,16 @@ import { applyUpdates, isPrimitive, novaTime, primitive, withChanges, type Primi
 
 type Fields = Readonly<Record<string, unknown>>;
 
-/** Steps after which the instances on this host use something else. */
-const USAGE_STEPS: ReadonlySet<FlowStep> = new Set<FlowStep>(['create.end', 'create.error', 'resize_prep.end', 'resize_confirm.end', 'resize_revert.dest', 'resize_revert.end', 'live_migration_post.end', 'live_migration_post_dest.end', 'live_migration_abort.end']);
+/** The Migration's `dest_host` (nova's `my_ip` of the destination): the agent reports the loopback address. */
+const MY_IP = '127.0.0.1';
+
+/** The instance a step is about, as its writes need it. */
+interface Subject {
+  readonly uuid: string;
+  /** The state the step moves the instance to (from the transition table). */
+  readonly state: Partial<InstanceState>;
+  readonly migration: MigrationRecord | undefined;
+}
 
 export interface NovaControlPlaneOptions {
   readonly conductor: Conductor;
@@ -72,25 +82,18 @@ export class NovaControlPlane implements ControlPlane {
 
   async step(rec: InstanceRecord, step: FlowStep, ctx: RequestContext, fault?: string): Promise<void> {
     try {
-      await this.apply(rec, step, ctx, fault);
+      await this.perform(step, { uuid: rec.uuid, state: stateAfter(step, rec), migration: rec.migration }, ctx, fault);
     } catch (e) {
       this.log.warn({ instance: rec.uuid, step, reason: e instanceof Error ? e.message : String(e) }, 'nova-conductor did not take a step; nova may show a stale state');
     }
-    if (USAGE_STEPS.has(step)) this.onUsageChanged?.();
+    if (rowOf(step).nova?.usage) this.onUsageChanged?.();
   }
 
   async deleted(uuid: string, rec: InstanceRecord | undefined, ctx: RequestContext): Promise<void> {
     try {
-      const inst = this.instances.get(uuid);
-      if (inst) {
-        const now = novaTime(this.now());
-        const saved = await this.saveInstance(ctx, uuid, { fields: { vm_state: 'deleted', task_state: null, power_state: 0, terminated_at: now } });
-        await this.o.conductor.objectAction(this.admin(ctx), saved ?? inst, 'destroy');
-      } else {
-        this.log.warn({ instance: uuid }, 'terminate without the Instance object; nothing to destroy in nova');
-      }
-      await this.o.conductor.schedulerFanout(this.admin(ctx), 'delete_instance_info', { host_name: this.o.host, instance_uuid: uuid });
-      await this.event(ctx, uuid, 'compute_terminate_instance', 'finish');
+      const known = this.instances.has(uuid);
+      if (!known) this.log.warn({ instance: uuid }, 'terminate without the Instance object; nothing to destroy in nova');
+      await this.perform('delete.end', { uuid, state: stateAfter('delete.end', rec), migration: rec?.migration }, ctx, undefined, known);
     } catch (e) {
       this.log.warn({ instance: uuid, had_record: rec !== undefined, reason: e instanceof Error ? e.message : String(e) }, 'nova-conductor did not take the delete');
     } finally {
@@ -116,80 +119,63 @@ export class NovaControlPlane implements ControlPlane {
     return { uuid: m.uuid, migration_type: 'type' in m ? m.type : m.migration_type, source_compute: m.source_compute, dest_compute: m.dest_compute };
   }
 
-  private async apply(rec: InstanceRecord, step: FlowStep, ctx: RequestContext, fault: string | undefined): Promise<void> {
-    const host = this.o.host;
-    const now = novaTime(this.now());
-    const mig = rec.migration;
-    switch (step) {
-      case 'create.start':
-        return this.event(ctx, rec.uuid, 'compute__do_build_and_run_instance', 'start');
-      case 'create.claimed':
-        // nova's instance claim sets host and node; then the build moves on to spawning.
-        await this.saveInstance(ctx, rec.uuid, { fields: { host, node: host, launched_on: host, vm_state: 'building', task_state: null }, expected: ['scheduling', null] });
-        await this.saveInstance(ctx, rec.uuid, { fields: { task_state: 'spawning' }, expected: [null] });
-        return;
-      case 'create.end': {
-        const saved = await this.saveInstance(ctx, rec.uuid, { fields: { vm_state: 'active', task_state: null, power_state: rec.power_state, launched_at: now }, expected: 'spawning' });
-        if (saved) await this.o.conductor.schedulerFanout(this.admin(ctx), 'update_instance_info', { host_name: host, instance_info: primitive('InstanceList', { objects: [saved] }) });
-        return this.event(ctx, rec.uuid, 'compute__do_build_and_run_instance', 'finish');
-      }
-      case 'create.error':
-        await this.saveInstance(ctx, rec.uuid, { fields: { vm_state: 'error', task_state: null } });
-        return this.event(ctx, rec.uuid, 'compute__do_build_and_run_instance', 'finish', fault ?? 'build failed');
-      case 'delete.start':
-        return this.event(ctx, rec.uuid, 'compute_terminate_instance', 'start');
-      case 'resize_prep.end': {
-        await this.saveMigration(ctx, mig, { dest_compute: host, dest_node: host, dest_host: '127.0.0.1', status: 'pre-migrating' });
-        // nova stashes the target flavor on the instance here; revert and confirm read it.
-        const flavor = this.newFlavors.get(rec.uuid);
-        if (flavor) await this.saveInstance(ctx, rec.uuid, { fields: { new_flavor: { ...flavor, 'nova_object.changes': [] } } });
-        return;
-      }
-      case 'resize_prep.error':
-        await this.saveMigration(ctx, mig, { status: 'error' });
-        return void (await this.saveInstance(ctx, rec.uuid, { fields: { task_state: null } }));
-      case 'resize.start':
-        await this.saveMigration(ctx, mig, { status: 'migrating' });
-        return void (await this.saveInstance(ctx, rec.uuid, { fields: { task_state: 'resize_migrating', old_flavor: this.field(rec.uuid, 'flavor') }, expected: 'resize_prep' }));
-      case 'resize.end':
-        await this.saveMigration(ctx, mig, { status: 'post-migrating' });
-        // The source hands the instance to the destination here, as nova-compute does.
-        return void (await this.saveInstance(ctx, rec.uuid, { fields: { host: mig?.dest_compute, node: mig?.dest_compute, task_state: 'resize_migrated' }, expected: 'resize_migrating' }));
-      case 'resize.error':
-      case 'resize_finish.error':
-        await this.saveMigration(ctx, mig, { status: 'error' });
-        return void (await this.saveInstance(ctx, rec.uuid, { fields: { vm_state: rec.vm_state, task_state: null } }));
-      case 'resize_finish.start':
-        return void (await this.saveInstance(ctx, rec.uuid, { fields: { task_state: 'resize_finish' }, expected: 'resize_migrated' }));
-      case 'resize_finish.end':
-        await this.saveMigration(ctx, mig, { status: 'finished' });
-        return void (await this.saveInstance(ctx, rec.uuid, { fields: { vm_state: 'resized', task_state: null, power_state: rec.power_state, launched_at: now }, expected: 'resize_finish' }));
-      case 'resize_confirm.end':
-        await this.saveMigration(ctx, mig, { status: 'confirmed' });
-        return void (await this.saveInstance(ctx, rec.uuid, { fields: { vm_state: mig?.old_vm_state ?? 'active', task_state: null, old_flavor: null, new_flavor: null }, expected: [null, 'deleting', 'soft-deleting'] }));
-      case 'resize_revert.dest':
-        return this.saveMigration(ctx, mig, { status: 'reverted' });
-      case 'resize_revert.end':
-        return void (await this.saveInstance(ctx, rec.uuid, { fields: { host, node: host, vm_state: rec.vm_state, task_state: null, power_state: rec.power_state, launched_at: now, flavor: this.field(rec.uuid, 'old_flavor') ?? this.field(rec.uuid, 'flavor'), old_flavor: null, new_flavor: null }, expected: 'resize_reverting' }));
-      case 'live_migration_pre.start':
-        return this.saveMigration(ctx, mig, { status: 'running' });
-      case 'live_migration_post_dest.end': {
-        const saved = await this.saveInstance(ctx, rec.uuid, { fields: { host, node: host, power_state: rec.power_state, task_state: null, progress: 0 }, expected: 'migrating' });
-        if (saved) await this.o.conductor.schedulerFanout(this.admin(ctx), 'update_instance_info', { host_name: host, instance_info: primitive('InstanceList', { objects: [saved] }) });
-        return;
-      }
-      case 'live_migration_post.end':
-        await this.saveMigration(ctx, mig, { status: 'completed' });
-        this.instances.delete(rec.uuid);
-        return this.o.conductor.schedulerFanout(this.admin(ctx), 'delete_instance_info', { host_name: host, instance_uuid: rec.uuid });
-      case 'live_migration_abort.end':
-        await this.saveMigration(ctx, mig, { status: 'error' }, this.lastMigrationOf(rec.uuid));
-        return void (await this.saveInstance(ctx, rec.uuid, { fields: { task_state: null, progress: 0 }, expected: ['migrating'] }));
-      case 'power_off.error':
-        return void (await this.saveInstance(ctx, rec.uuid, { fields: { vm_state: 'error', task_state: null } }));
-      default:
-        return; // steps nova-compute writes nothing for (the API already did): resize_prep.start, resize_revert.start
+  /** Writes what `step`'s row says nova-compute writes, in the row's order (`instanceWrites` false: none to the Instance). */
+  private async perform(step: FlowStep, s: Subject, ctx: RequestContext, fault: string | undefined, instanceWrites = true): Promise<void> {
+    const w = rowOf(step).nova;
+    if (!w) return;
+    if (w.migration) {
+      const uuid = s.migration?.uuid ?? (w.migration.orLatest ? this.lastMigrationOf(s.uuid) : undefined);
+      await this.saveMigration(ctx, uuid, { ...this.values(w.migration.set ?? {}, s), status: w.migration.status });
     }
+    let saved: Primitive | undefined;
+    if (instanceWrites) {
+      for (const save of w.instance ?? []) saved = await this.saveInstance(ctx, s.uuid, { fields: this.values(save.set, s), expected: save.expected });
+      if (w.hook) await this.hooks[w.hook](ctx, s.uuid, saved);
+    }
+    if (w.fanout === 'update_instance_info' && saved) await this.o.conductor.schedulerFanout(this.admin(ctx), w.fanout, { host_name: this.o.host, instance_info: primitive('InstanceList', { objects: [saved] }) });
+    if (w.fanout === 'delete_instance_info') await this.o.conductor.schedulerFanout(this.admin(ctx), w.fanout, { host_name: this.o.host, instance_uuid: s.uuid });
+    if (w.event) await this.event(ctx, s.uuid, w.event.name, w.event.phase, w.event.failure === undefined ? undefined : (fault ?? w.event.failure));
+  }
+
+  /** The steps whose writes are not field values (`NovaHook`). */
+  private readonly hooks: Readonly<Record<NovaHook, (ctx: RequestContext, uuid: string, saved: Primitive | undefined) => Promise<void>>> = {
+    stash_new_flavor: async (ctx, uuid) => {
+      const flavor = this.newFlavors.get(uuid);
+      if (flavor) await this.saveInstance(ctx, uuid, { fields: { new_flavor: { ...flavor, 'nova_object.changes': [] } } });
+    },
+    destroy: async (ctx, uuid, saved) => {
+      const inst = saved ?? this.instances.get(uuid);
+      if (inst) await this.o.conductor.objectAction(this.admin(ctx), inst, 'destroy');
+    },
+    forget_instance: (_ctx, uuid) => {
+      this.instances.delete(uuid);
+      return Promise.resolve();
+    },
+  };
+
+  /** The values a row names, resolved for `s` now. */
+  private values(set: Readonly<Record<string, NovaValue>>, s: Subject): Fields {
+    const value = (field: string, v: NovaValue): unknown => {
+      switch (v) {
+        case 'state':
+          return s.state[field as keyof InstanceState];
+        case 'now':
+          return novaTime(this.now());
+        case 'this_host':
+          return this.o.host;
+        case 'this_ip':
+          return MY_IP;
+        case 'move_dest':
+          return s.migration?.dest_compute;
+        case 'flavor':
+          return this.field(s.uuid, 'flavor');
+        case 'old_flavor':
+          return this.field(s.uuid, 'old_flavor') ?? this.field(s.uuid, 'flavor');
+        default:
+          return v;
+      }
+    };
+    return Object.fromEntries(Object.entries(set).map(([field, v]) => [field, value(field, v)]));
   }
 
   /** `Instance.save` from the latest primitive; returns the saved primitive, or undefined without one. */
@@ -207,8 +193,7 @@ export class NovaControlPlane implements ControlPlane {
     return next;
   }
 
-  private async saveMigration(ctx: RequestContext, mig: MigrationRecord | undefined, fields: Fields, fallback?: string): Promise<void> {
-    const uuid = mig?.uuid ?? fallback;
+  private async saveMigration(ctx: RequestContext, uuid: string | undefined, fields: Fields): Promise<void> {
     const base = uuid ? (this.migrations.get(uuid) ?? (await this.fetchMigration(ctx, uuid))) : undefined;
     if (!base || !uuid) {
       this.log.warn({ migration: uuid, fields: Object.keys(fields) }, 'no Migration object from nova for this move; save skipped');
