@@ -27,7 +27,8 @@ function floor(name, floorPath, allowed, comment) {
     severity: 'error',
     from: { path: `^${floorPath}/` },
     to: {
-      pathNot: ['^node_modules/', `^(${allowed.join('|')})/`],
+      // node_modules anywhere in the path: a linked node_modules resolves to where it really is.
+      pathNot: ['(^|/)node_modules/', `^(${allowed.join('|')})/`],
       dependencyTypesNot: ['core'],
       couldNotResolve: false,
     },
