@@ -124,7 +124,8 @@ function shape(v: unknown): string {
   if (Array.isArray(v)) return 'a list';
   if (isRecord(v)) return typeof v['nova_object.name'] === 'string' ? `${an(v['nova_object.name'])} object` : 'an object';
   if (typeof v === 'string') return v.length > 40 ? `a string of ${v.length} characters` : `the string ${JSON.stringify(v)}`;
-  return `${typeof v} ${String(v)}`;
+  if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') return `${typeof v} ${String(v)}`;
+  return typeof v;
 }
 
 /** The wrong fields of a refused value, e.g. ` (instance.uuid: a UUID; instance.flavor: missing)`. */
