@@ -16,8 +16,6 @@ import { payloadOf } from './payload';
 import type { DecodedMigration } from './decode';
 import { rowOf, stateAfter, type FlowStep } from './transitions';
 
-export type { FlowStep } from './transitions';
-
 export interface ControlPlane {
   /** The scheduler claimed before builds and moves: flows verify its claims instead of claiming. */
   readonly schedulerClaims: boolean;

@@ -12,9 +12,10 @@ import type { Logger } from '../../lib/logging/logger';
 import { InstanceNotFoundError, type InstanceRecord } from '../../model/instance';
 import type { ClaimService } from '../../tracker/claims/service';
 import type { VirtDriver } from '../../virt-drivers/driver';
-import type { ControlPlane, FlowStep } from './control-plane';
+import type { ControlPlane } from './control-plane';
 import type { InstanceLocks } from './locks';
 import type { ComputePeers, RecordStore, RequestContext } from './ports';
+import type { FlowStep } from './transitions';
 
 /** The record kind instances are stored under. */
 export const INSTANCE = 'instance';

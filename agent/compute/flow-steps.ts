@@ -1,16 +1,17 @@
 /**
  * Steps several compute flows share, kept in one place so the flows cannot drift apart: the first
  * record of an instance arriving on this host, a move's claim on the destination recorded on the
- * instance and its migration, the driver's view of an instance, the state check an operation
- * makes before it starts, and putting an instance in ERROR. It is not: locking or journaling; the
- * calling flow does those.
+ * instance and its migration, the driver's view of an instance, and putting an instance in ERROR.
+ * It is not: locking or journaling (the calling flow does those), or the state machine
+ * (`transitions.ts`).
  */
 import { POWER_STATE } from '../../virt-drivers/types';
 import type { InstanceSpec } from '../../virt-drivers/types';
-import { describeState, InvalidStateError, type Flavor, type InstanceRecord, type MigrationRecord } from '../../model/instance';
+import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { DecodedInstance } from './decode';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
+import { transition, type FlowStep } from './transitions';
 
 /** The state a flow gives an instance when it first records it here. */
 export type ArrivalState = Pick<InstanceRecord, 'vm_state' | 'task_state'> & { readonly migration?: MigrationRecord };
@@ -62,23 +63,15 @@ export function instanceSpec(rec: InstanceRecord, flavor: Flavor = rec.flavor): 
   return { uuid: rec.uuid, name: rec.name, flavor, ...(rec.image_ref ? { image_ref: rec.image_ref } : {}), allocations: rec.allocations };
 }
 
-/** Checks an operation is allowed; @throws InvalidStateError */
-export function expectState(rec: InstanceRecord, op: string, ok: boolean): void {
-  if (!ok) throw new InvalidStateError(rec.uuid, op, describeState(rec));
-}
-
-/** Puts the instance in ERROR with a fault, keeping what is known, and reports `<event>.error`. */
-export async function putInError(
-  c: Pick<FlowContext, 'save' | 'log' | 'notify'>,
-  rec: InstanceRecord,
-  fault: string,
-  ctx: RequestContext,
-  event: 'create' | 'resize_finish' | 'power_off',
-): Promise<void> {
-  rec.vm_state = 'error';
-  rec.task_state = null;
+/**
+ * Puts the instance in ERROR through the failure step `step` (a row of the transition table),
+ * keeping what is known and recording the fault, and reports `step`. @throws InvalidStateError
+ * when the instance is not in a state that step starts from
+ */
+export async function putInError(c: Pick<FlowContext, 'save' | 'log' | 'notify'>, rec: InstanceRecord, fault: string, ctx: RequestContext, step: FlowStep): Promise<void> {
+  transition(rec, step);
   rec.fault = fault;
   await c.save(rec);
-  c.log.warn({ instance: rec.uuid, fault }, `instance ${event} failed`);
-  await c.notify(rec, `${event}.error`, ctx, fault);
+  c.log.warn({ instance: rec.uuid, fault }, `instance ${step.split('.')[0] ?? step} failed`);
+  await c.notify(rec, step, ctx, fault);
 }

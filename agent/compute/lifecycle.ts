@@ -5,13 +5,13 @@
  * recorded state. The moves are in `resize.ts` and `live.ts`.
  */
 import { InstanceNotFoundError as DriverInstanceNotFound } from '../../virt-drivers/errors';
-import { POWER_STATE } from '../../virt-drivers/types';
 import { AllocationConflictError, ClaimMismatchError, InsufficientResourcesError, InvalidClaimError } from '../../tracker/claims/errors';
 import { describeState, type Flavor, type InstanceRecord } from '../../model/instance';
 import type { DecodedInstance } from './decode';
 import type { FlowContext } from './flow-context';
 import { arrivingRecord, instanceSpec, putInError } from './flow-steps';
 import type { RequestContext } from './ports';
+import { arrival, failureOf, transition } from './transitions';
 
 /** A build's claim information, from `host_list` selections or the deployment mode. */
 export interface BuildOptions {
@@ -36,7 +36,7 @@ export class LifecycleFlows {
         c.log.info({ instance: inst.uuid, state: describeState(rec) }, 'build of an instance this host already has: nothing to do');
         return;
       }
-      rec ??= await c.save(arrivingRecord(c, inst, flavor, { vm_state: 'building', task_state: 'scheduling' }));
+      rec ??= await c.save(arrivingRecord(c, inst, flavor, arrival('create.start')));
       if (rec.task_state === 'scheduling') await c.notify(rec, 'create.start', ctx);
       try {
         if (rec.task_state === 'scheduling') {
@@ -45,7 +45,7 @@ export class LifecycleFlows {
             resuming,
             requestId: ctx.global_request_id ?? ctx.request_id,
           });
-          rec.task_state = 'spawning';
+          transition(rec, 'create.claimed');
           await c.save(rec);
           await c.notify(rec, 'create.claimed', ctx);
         }
@@ -60,9 +60,7 @@ export class LifecycleFlows {
         await this.failBuild(rec, e, ctx);
         return;
       }
-      rec.vm_state = 'active';
-      rec.task_state = null;
-      rec.power_state = POWER_STATE.RUNNING;
+      transition(rec, 'create.end');
       rec.launched_at = c.now();
       await c.save(rec);
       await c.notify(rec, 'create.end', ctx);
@@ -82,7 +80,7 @@ export class LifecycleFlows {
     c.claims.release(rec.uuid);
     rec.allocations = {};
     const kind = refusedLocally ? 'no room' : e instanceof ClaimMismatchError ? 'claim mismatch' : e instanceof AllocationConflictError ? 'allocation conflict' : 'spawn failed';
-    await putInError(c, rec, `${kind}: ${reason}`, ctx, 'create');
+    await putInError(c, rec, `${kind}: ${reason}`, ctx, failureOf('create.end'));
   }
 
   /** `terminate_instance`: guest gone, allocations deleted (forced), record dropped. Idempotent. */
@@ -91,7 +89,7 @@ export class LifecycleFlows {
     return c.locks.with(uuid, async () => {
       const rec = c.record(uuid);
       if (rec) {
-        rec.task_state = 'deleting';
+        transition(rec, 'delete.start');
         await c.save(rec);
         await c.notify(rec, 'delete.start', ctx);
       }

@@ -10,13 +10,13 @@
  *   on failure: the source moves the allocations back in one POST and casts
  *               rollback_live_migration_at_destination; the instance stays ACTIVE on the source.
  */
-import { POWER_STATE } from '../../virt-drivers/types';
 import type { LiveMigrateData } from '../../virt-drivers/types';
 import type { DecodedInstance, DecodedMigration } from './decode';
 import type { InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
-import { arrivingRecord, claimMoveDestination, expectState, instanceSpec } from './flow-steps';
+import { arrivingRecord, claimMoveDestination, instanceSpec } from './flow-steps';
+import { arrival, check, failureOf, stateAfter, transition } from './transitions';
 
 export type LiveContext = Pick<
   FlowContext,
@@ -41,13 +41,12 @@ export class LiveFlows {
         await c.forget(inst.uuid);
         throw new Error(`the live-migration check for ${inst.uuid} was interrupted by a restart and has been undone; ask again`);
       }
-      if (existing) expectState(existing, 'live migrate to this host', false);
+      const state = arrival('live_migration_check.dest', existing);
       const flavor = inst.flavor;
       if (!flavor) throw new Error('invalid argument instance: instance.flavor: missing');
       const rec = await c.save(
         arrivingRecord(c, inst, flavor, {
-          vm_state: 'active',
-          task_state: 'migrating',
+          ...state,
           migration: { uuid: mig.uuid, type: 'live-migration', status: 'accepted', source_compute: mig.source_compute, dest_compute: c.host, role: 'dest' },
         }),
       );
@@ -82,7 +81,7 @@ export class LiveFlows {
     const c = this.c;
     return c.locks.with(uuid, async () => {
       const rec = c.require(uuid);
-      expectState(rec, 'live migrate', rec.vm_state === 'active' && !rec.task_state && !rec.migration);
+      check(rec, 'live_migration_check.source');
       return c.driver.checkCanLiveMigrateSource(rec, data);
     });
   }
@@ -94,7 +93,7 @@ export class LiveFlows {
       const rec = c.record(uuid);
       if (!rec) return; // finished before (a redelivery after the record was dropped)
       if (rec.migration?.uuid !== mig.uuid) {
-        expectState(rec, 'live migrate', rec.vm_state === 'active' && !rec.task_state && !rec.migration);
+        transition(rec, 'live_migration_pre.start');
         rec.migration = {
           uuid: mig.uuid,
           type: 'live-migration',
@@ -105,7 +104,6 @@ export class LiveFlows {
           source_allocations: rec.allocations,
           migrate_data: data,
         };
-        rec.task_state = 'migrating';
         await c.save(rec);
         await c.notify(rec, 'live_migration_pre.start', ctx);
       }
@@ -129,7 +127,7 @@ export class LiveFlows {
       await c.peers.call(dest.host, 'post_live_migration_at_destination', { instance: c.controlPlane.instanceArg(rec), block_migration: false }, ctx, c.callTimeoutMs);
       await c.claims.confirmMove(migration.uuid, ctx.global_request_id ?? ctx.request_id);
       await c.forget(uuid);
-      await c.notify({ ...rec, host: dest.host, task_state: null, migration: { ...migration, status: 'completed' } }, 'live_migration_post.end', ctx);
+      await c.notify({ ...rec, ...stateAfter('live_migration_post.end', rec), host: dest.host, migration: { ...migration, status: 'completed' } }, 'live_migration_post.end', ctx);
     });
   }
 
@@ -141,11 +139,12 @@ export class LiveFlows {
     await c.peers
       .cast(migration.dest_compute, 'rollback_live_migration_at_destination', { instance: c.controlPlane.instanceArg(rec), destroy_disks: true, migrate_data: migration.migrate_data ?? {} }, ctx)
       .catch(() => undefined);
-    rec.task_state = null;
+    const step = failureOf('live_migration_pre.start');
+    transition(rec, step);
     rec.allocations = migration.source_allocations ?? rec.allocations;
     delete rec.migration;
     await c.save(rec);
-    await c.notify(rec, 'live_migration_abort.end', ctx, (e as Error).message);
+    await c.notify(rec, step, ctx, (e as Error).message);
   }
 
   /** Destination: start the incoming VM. */
@@ -153,7 +152,7 @@ export class LiveFlows {
     const c = this.c;
     return c.locks.with(uuid, async () => {
       const rec = c.require(uuid);
-      expectState(rec, 'prepare a live migration of', rec.migration?.role === 'dest');
+      check(rec, 'live_migration_pre.dest');
       (rec.migration as MigrationRecord).status = 'preparing';
       await c.save(rec);
       return c.driver.preLiveMigration(instanceSpec(rec), data);
@@ -166,10 +165,9 @@ export class LiveFlows {
     return c.locks.with(uuid, async () => {
       const rec = c.require(uuid);
       if (!rec.migration) return;
+      check(rec, 'live_migration_post_dest.end');
       await c.driver.postLiveMigrationAtDestination(rec, rec.migration.migrate_data ?? {});
-      rec.vm_state = 'active';
-      rec.task_state = null;
-      rec.power_state = POWER_STATE.RUNNING;
+      transition(rec, 'live_migration_post_dest.end');
       delete rec.migration;
       await c.save(rec);
       await c.notify(rec, 'live_migration_post_dest.end', ctx);

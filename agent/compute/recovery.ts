@@ -15,11 +15,11 @@
  *    written back (consumer generation null, so nothing is overwritten).
  */
 import type { JournalRequest, RequestOutcome } from '../journal/types';
-import { POWER_STATE } from '../../virt-drivers/types';
 import type { FlowContext } from './flow-context';
 import { putInError } from './flow-steps';
 import type { ComputeMethod } from './methods';
 import type { RequestContext } from './ports';
+import { allows, transition } from './transitions';
 
 /** The journal as recovery sees it. */
 export interface PendingRequests {
@@ -35,11 +35,6 @@ export interface RecoveryReport {
   readonly unknownGuests: readonly string[];
   readonly rewrittenAllocations: readonly string[];
 }
-
-const TRANSIENT_RESET: Readonly<Record<string, 'active' | 'stopped' | undefined>> = {
-  resize_prep: 'active',
-  deleting: undefined,
-};
 
 /** What recovery works with. */
 export type RecoveryContext = Pick<FlowContext, 'claims' | 'driver' | 'log' | 'instances' | 'save' | 'notify'>;
@@ -77,20 +72,18 @@ export async function recover(c: RecoveryContext, journal: PendingRequests, meth
       await c.claims.forceDelete(rec.uuid).catch(() => undefined);
       await c.driver.destroy(rec).catch(() => undefined);
       rec.allocations = {};
-      await putInError(c, rec, 'the build was interrupted and no request is left to finish it', none, 'create');
+      await putInError(c, rec, 'the build was interrupted and no request is left to finish it', none, 'create.error');
       erroredBuilds.push(rec.uuid);
-    } else if (rec.task_state && !rec.migration && rec.task_state in TRANSIENT_RESET) {
-      rec.task_state = null;
-      await c.save(rec);
+    } else if (allows(rec, 'init_host.reset')) {
+      await c.save(transition(rec, 'init_host.reset'));
     }
   }
 
   const guests = new Map((await c.driver.listInstances()).map((g) => [g.uuid, g]));
   const vanished: string[] = [];
   for (const rec of c.instances()) {
-    if (rec.vm_state !== 'active' || rec.migration || guests.has(rec.uuid)) continue;
-    rec.power_state = POWER_STATE.NOSTATE;
-    await putInError(c, rec, 'the guest disappeared while the agent was not running', none, 'power_off');
+    if (!allows(rec, 'power_off.error') || guests.has(rec.uuid)) continue;
+    await putInError(c, rec, 'the guest disappeared while the agent was not running', none, 'power_off.error');
     vanished.push(rec.uuid);
   }
   const known = new Set(c.instances().map((r) => r.uuid));

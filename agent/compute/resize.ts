@@ -14,13 +14,13 @@
  * In nova mode the conductor has already swapped the allocations; prep_resize then verifies.
  */
 import type { MigrationRef } from '../../virt-drivers/types';
-import { POWER_STATE } from '../../virt-drivers/types';
 import type { DecodedInstance, DecodedMigration } from './decode';
 import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
-import { arrivingRecord, claimMoveDestination, expectState, instanceSpec, putInError } from './flow-steps';
+import { arrivingRecord, claimMoveDestination, instanceSpec, putInError } from './flow-steps';
 import { plainMigrationArg } from './control-plane';
+import { arrival, check, failureOf, reached, transition } from './transitions';
 
 /** The agent-only namespace for messages nova has no equivalent of (its database does the job). */
 export const AGENT_NAMESPACE = 'compute_agent';
@@ -42,14 +42,14 @@ export class ResizeFlows {
     const c = this.c;
     return c.locks.with(inst.uuid, async () => {
       let rec = c.record(inst.uuid);
-      if (rec && rec.migration?.uuid !== mig.uuid) expectState(rec, 'prepare a resize of', false);
       const resuming = rec !== undefined;
-      if (!rec) {
+      if (rec?.migration?.uuid !== mig.uuid) {
+        const oldVm = oldVmState === 'stopped' ? 'stopped' : 'active';
+        const state = arrival('resize_prep.start', rec, oldVm);
         if (mig.source_compute === c.host) throw new Error('resize to the same host is not supported; choose another destination');
         rec = await c.save(
           arrivingRecord(c, inst, flavor, {
-            vm_state: oldVmState === 'stopped' ? 'stopped' : 'active',
-            task_state: 'resize_prep',
+            ...state,
             migration: {
               uuid: mig.uuid,
               type: mig.migration_type === 'resize' ? 'resize' : 'migration',
@@ -59,7 +59,7 @@ export class ResizeFlows {
               role: 'dest',
               ...(inst.flavor ? { old_flavor: inst.flavor } : {}),
               new_flavor: flavor,
-              old_vm_state: oldVmState === 'stopped' ? 'stopped' : 'active',
+              old_vm_state: oldVm,
             },
           }),
         );
@@ -69,12 +69,12 @@ export class ResizeFlows {
       if (!migration.dest_allocations) {
         try {
           await claimMoveDestination(c, rec, migration, flavor, ctx, resuming);
-          await c.save(rec);
+          await c.save(transition(rec, 'resize_prep.end'));
           await c.notify(rec, 'resize_prep.end', ctx);
         } catch (e) {
           c.claims.release(rec.uuid);
           await c.forget(rec.uuid);
-          await c.notify(rec, 'resize_prep.error', ctx, (e as Error).message);
+          await c.notify(rec, failureOf('resize_prep.end'), ctx, (e as Error).message);
           throw e;
         }
       }
@@ -93,7 +93,7 @@ export class ResizeFlows {
     return c.locks.with(uuid, async () => {
       const rec = c.require(uuid);
       if (rec.migration?.uuid !== mig.uuid) {
-        expectState(rec, 'resize', (rec.vm_state === 'active' || rec.vm_state === 'stopped') && !rec.task_state && !rec.migration);
+        transition(rec, 'resize.start');
         rec.migration = {
           uuid: mig.uuid,
           type: mig.migration_type === 'resize' ? 'resize' : 'migration',
@@ -106,7 +106,6 @@ export class ResizeFlows {
           new_flavor: flavor,
           source_allocations: rec.allocations,
         };
-        rec.task_state = 'resize_migrating';
         await c.save(rec);
         await c.notify(rec, 'resize.start', ctx);
       }
@@ -120,9 +119,7 @@ export class ResizeFlows {
           return;
         }
         migration.status = 'post-migrating';
-        rec.task_state = 'resize_migrated';
-        rec.power_state = POWER_STATE.SHUTDOWN;
-        await c.save(rec);
+        await c.save(transition(rec, 'resize.end'));
         await c.notify(rec, 'resize.end', ctx);
       }
       await c.peers.cast(migration.dest_compute, 'finish_resize', {
@@ -137,11 +134,11 @@ export class ResizeFlows {
     const c = this.c;
     const migration = rec.migration as MigrationRecord;
     await c.claims.revertMove(rec.uuid, migration.uuid).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'revert of the allocation swap failed; the audit will report it'));
-    rec.task_state = null;
-    rec.vm_state = migration.old_vm_state ?? 'active';
+    const step = failureOf('resize.end');
+    transition(rec, step);
     delete rec.migration;
     await c.save(rec);
-    await c.notify(rec, 'resize.error', ctx, (e as Error).message);
+    await c.notify(rec, step, ctx, (e as Error).message);
     await c.peers.cast(migration.dest_compute, 'drop_move_claim_at_destination', { instance: c.controlPlane.instanceArg(rec), migration: c.controlPlane.migrationArg(migration) }, ctx);
   }
 
@@ -150,23 +147,18 @@ export class ResizeFlows {
     const c = this.c;
     return c.locks.with(uuid, async () => {
       const rec = c.require(uuid);
-      const migration = rec.migration;
-      expectState(rec, 'finish the resize of', migration?.uuid === mig.uuid && migration.role === 'dest');
-      if (rec.vm_state === 'resized') return;
-      rec.task_state = 'resize_finish';
-      await c.save(rec);
+      if (reached(rec, 'resize_finish.end', mig.uuid)) return; // finished before (a redelivery)
+      await c.save(transition(rec, 'resize_finish.start', mig.uuid));
+      const migration = rec.migration as MigrationRecord;
       await c.notify(rec, 'resize_finish.start', ctx);
       try {
-        await c.driver.finishMigration(instanceSpec(rec), migrationRef(migration as MigrationRecord), { diskInfo }, { powerOn: migration?.old_vm_state !== 'stopped' });
+        await c.driver.finishMigration(instanceSpec(rec), migrationRef(migration), { diskInfo }, { powerOn: migration.old_vm_state !== 'stopped' });
       } catch (e) {
-        await putInError(c, rec, `finish_migration failed: ${(e as Error).message}`, ctx, 'resize_finish');
+        await putInError(c, rec, `finish_migration failed: ${(e as Error).message}`, ctx, failureOf('resize_finish.end'));
         return;
       }
-      (migration as MigrationRecord).status = 'finished';
-      rec.vm_state = 'resized';
-      rec.task_state = null;
-      rec.power_state = migration?.old_vm_state === 'stopped' ? POWER_STATE.SHUTDOWN : POWER_STATE.RUNNING;
-      await c.save(rec);
+      migration.status = 'finished';
+      await c.save(transition(rec, 'resize_finish.end'));
       await c.notify(rec, 'resize_finish.end', ctx);
     });
   }
@@ -177,7 +169,7 @@ export class ResizeFlows {
     return c.locks.with(uuid, async () => {
       const rec = c.record(uuid);
       if (rec) {
-        expectState(rec, 'confirm the resize of', rec.migration?.uuid === mig.uuid && rec.migration.role === 'source');
+        check(rec, 'resize_confirm.end', mig.uuid);
         const migration = rec.migration as MigrationRecord;
         migration.status = 'confirming';
         await c.save(rec);
@@ -199,8 +191,7 @@ export class ResizeFlows {
     return c.locks.with(uuid, async () => {
       const rec = c.record(uuid);
       if (!rec || rec.migration?.uuid !== migUuid) return;
-      rec.vm_state = rec.migration.old_vm_state === 'stopped' ? 'stopped' : 'active';
-      rec.task_state = null;
+      transition(rec, 'resize_confirm.dest');
       delete rec.migration;
       await c.save(rec);
     });
@@ -212,17 +203,16 @@ export class ResizeFlows {
     return c.locks.with(uuid, async () => {
       const rec = c.record(uuid);
       if (rec) {
-        expectState(rec, 'revert the resize of', rec.migration?.uuid === mig.uuid && rec.migration.role === 'dest' && (rec.vm_state === 'resized' || rec.vm_state === 'error'));
+        transition(rec, 'resize_revert.start', mig.uuid);
         const migration = rec.migration as MigrationRecord;
         migration.status = 'reverting';
-        rec.task_state = 'resize_reverting';
         await c.save(rec);
         await c.notify(rec, 'resize_revert.start', ctx);
         await c.driver.destroy(rec).catch(() => undefined);
         c.claims.release(uuid);
         await c.forget(uuid);
         migration.status = 'reverted';
-        await c.notify(rec, 'resize_revert.dest', ctx);
+        await c.notify(transition(rec, 'resize_revert.dest'), 'resize_revert.dest', ctx);
       }
       await c.peers.cast(mig.source_compute, 'finish_revert_resize', { instance: c.controlPlane.instanceRef(uuid), migration: c.controlPlane.migrationArg(mig) }, ctx);
     });
@@ -233,15 +223,13 @@ export class ResizeFlows {
     const c = this.c;
     return c.locks.with(uuid, async () => {
       const rec = c.require(uuid);
-      expectState(rec, 'finish reverting the resize of', rec.migration?.uuid === mig.uuid && rec.migration.role === 'source');
+      check(rec, 'resize_revert.end', mig.uuid);
       const migration = rec.migration as MigrationRecord;
       migration.status = 'reverted';
       await c.save(rec);
       await c.claims.revertMove(uuid, migration.uuid, ctx.global_request_id ?? ctx.request_id);
       await c.driver.finishRevertMigration(rec, migrationRef(migration), { powerOn: migration.old_vm_state !== 'stopped' });
-      rec.vm_state = migration.old_vm_state ?? 'active';
-      rec.task_state = null;
-      rec.power_state = rec.vm_state === 'stopped' ? POWER_STATE.SHUTDOWN : POWER_STATE.RUNNING;
+      transition(rec, 'resize_revert.end');
       rec.flavor = migration.old_flavor ?? rec.flavor;
       rec.allocations = migration.source_allocations ?? rec.allocations;
       delete rec.migration;

@@ -252,11 +252,20 @@ export function transition(rec: InstanceRecord, step: FlowStep, migration?: stri
 }
 
 /**
+ * Whether `rec` already is where `step` leads (its vm_state and task_state; in the move
+ * `migration`, when named): a redelivered step that finds it so has nothing left to do.
+ */
+export function reached(rec: StateSource, step: FlowStep, migration?: string): boolean {
+  const after = stateAfter(step, rec);
+  return (migration === undefined || rec.migration?.uuid === migration) && rec.vm_state === after.vm_state && rec.task_state === after.task_state;
+}
+
+/**
  * The first state of an instance arriving through `step` (a step from 'new'); `oldVm`: the
  * vm_state it had where it comes from. @throws InvalidStateError when this host already has a
- * record of it, or the step does not start an arrival
+ * record of it (`existing`), or the step does not start an arrival
  */
-export function arrival(step: FlowStep, existing: InstanceRecord | undefined, oldVm: VmState = 'active'): Pick<InstanceRecord, 'vm_state' | 'task_state'> {
+export function arrival(step: FlowStep, existing?: InstanceRecord, oldVm: VmState = 'active'): Pick<InstanceRecord, 'vm_state' | 'task_state'> {
   const row = rowOf(step);
   if (existing) throw new InvalidStateError(existing.uuid, OPERATIONS[row.method], describeState(existing));
   if (row.from !== 'new') throw new Error(`${step} is not the first step of an instance on this host`);
@@ -264,7 +273,9 @@ export function arrival(step: FlowStep, existing: InstanceRecord | undefined, ol
   return { vm_state: vm_state ?? oldVm, task_state: task_state ?? null };
 }
 
-/** The step reported when `step`'s work fails, if it has one. */
-export function failureOf(step: FlowStep): FlowStep | undefined {
-  return TRANSITIONS[step].onFailure;
+/** The step reported when `step`'s work fails. @throws Error when its row names none */
+export function failureOf(step: FlowStep): FlowStep {
+  const failure = rowOf(step).onFailure as FlowStep | undefined;
+  if (!failure) throw new Error(`${step} names no failure step`);
+  return failure;
 }

@@ -3,7 +3,7 @@
 // and the flows' paths through it, written out by hand.
 import { MemoryNotifier } from '../../../../agent/compute/ports';
 import { NotifierControlPlane } from '../../../../agent/compute/control-plane';
-import { allows, arrival, FLOW_STEPS, OPERATIONS, rowOf, stateAfter, transition, TRANSITIONS, type FlowStep, type StatePattern } from '../../../../agent/compute/transitions';
+import { allows, arrival, failureOf, FLOW_STEPS, OPERATIONS, reached, rowOf, stateAfter, transition, TRANSITIONS, type FlowStep, type StatePattern } from '../../../../agent/compute/transitions';
 import { describeState, InvalidStateError, POWER_STATE, TASK_STATES, VM_STATES, type InstanceRecord, type MigrationRecord, type TaskState, type VmState } from '../../../../model/instance';
 
 const FLAVOR = { name: 'm1', vcpus: 1, memory_mb: 512, root_gb: 1, ephemeral_gb: 0, swap: 0, extra_specs: {} };
@@ -89,7 +89,7 @@ describe.each(FLOW_STEPS.filter((s) => rowOf(s).from === 'new'))('%s (an arrival
 });
 
 test('a step that is not an arrival cannot give a first state', () => {
-  expect(() => arrival('create.end', undefined)).toThrow(/create.end is not the first step/);
+  expect(() => arrival('create.end')).toThrow(/create.end is not the first step/);
 });
 
 test("every row's failure step can follow it: it accepts the state the row starts from or moves to", () => {
@@ -100,9 +100,23 @@ test("every row's failure step can follow it: it accepts the state the row start
     // A step that starts a move is followed by the move's record (the flow writes it), with this host's part in it.
     const role = (rowOf(failure).from as StatePattern).move;
     const moving = (r: InstanceRecord): InstanceRecord => (role && role !== 'none' && !r.migration ? { ...r, migration: rec('active', null, role).migration } : r);
-    const samples = from === 'new' ? [moving({ ...rec('active', null), ...arrival(step, undefined) })] : starts(from);
+    const samples = from === 'new' ? [moving({ ...rec('active', null), ...arrival(step) })] : starts(from);
     for (const r of samples) expect([step, failure, allows(r, failure) || allows(moving(transition({ ...r }, step)), failure)]).toEqual([step, failure, true]);
   }
+});
+
+test('a failure step is named where the table has one, and asking for a step without one is a bug', () => {
+  expect(failureOf('create.end')).toBe('create.error');
+  expect(failureOf('resize.end')).toBe('resize.error');
+  expect(failureOf('live_migration_pre.start')).toBe('live_migration_abort.end');
+  expect(() => failureOf('delete.start')).toThrow('delete.start names no failure step');
+});
+
+test('a step already reached (a redelivery) is told from one still to take', () => {
+  const done = rec('resized', null, 'dest');
+  expect(reached(done, 'resize_finish.end', MIG)).toBe(true);
+  expect(reached(done, 'resize_finish.end', 'another-migration')).toBe(false);
+  expect(reached(rec('active', 'resize_finish', 'dest'), 'resize_finish.end', MIG)).toBe(false);
 });
 
 test('nova writes take the state only for the state fields', () => {
@@ -118,7 +132,7 @@ describe('the flows, step by step', () => {
   const walk = (r: InstanceRecord, steps: FlowStep[]): string[] => steps.map((s) => `${s} -> ${describeState(transition(r, s))} power ${r.power_state}`);
 
   test('build: scheduling, spawning, active and running', () => {
-    const r = { ...rec('active', null), ...arrival('create.start', undefined), power_state: POWER_STATE.NOSTATE };
+    const r = { ...rec('active', null), ...arrival('create.start'), power_state: POWER_STATE.NOSTATE };
     expect(describeState(r)).toBe('building/scheduling');
     expect(walk(r, ['create.claimed', 'create.end'])).toEqual(['create.claimed -> building/spawning power 0', 'create.end -> active power 1']);
     expect(() => transition(r, 'create.end')).toThrow('cannot build instance inst-1 while it is active');
@@ -161,7 +175,7 @@ describe('the flows, step by step', () => {
     expect(walk(src, ['live_migration_pre.start'])).toEqual(['live_migration_pre.start -> active/migrating power 1']);
     src.migration = rec('active', null, 'source').migration;
     expect(stateAfter('live_migration_abort.end', src)).toMatchObject({ vm_state: 'active', task_state: null });
-    expect(arrival('live_migration_check.dest', undefined)).toEqual({ vm_state: 'active', task_state: 'migrating' });
+    expect(arrival('live_migration_check.dest')).toEqual({ vm_state: 'active', task_state: 'migrating' });
     const dest = rec('active', 'migrating', 'dest', POWER_STATE.NOSTATE);
     expect(walk(dest, ['live_migration_pre.dest', 'live_migration_post_dest.end'])).toEqual(['live_migration_pre.dest -> active/migrating power 0', 'live_migration_post_dest.end -> active power 1']);
   });
