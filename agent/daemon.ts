@@ -26,7 +26,7 @@ import type { VirtDriver } from '../virt-drivers/driver';
 import { ComputeManager } from './compute/manager';
 import { computeMethods } from './compute/methods';
 import { recover } from './compute/recovery';
-import { registerComputeMethods } from './compute/register';
+import { registerMethods } from './compute/register';
 import { DurableJournal } from './journal/durable';
 import type { Logger } from '../lib/logging/logger';
 import { AgentMetrics } from './ops/metrics';
@@ -38,7 +38,9 @@ import { RpcComputePeers } from './compute/adapters/peers';
 import { RpcNotifier } from './compute/adapters/notifier';
 import { RpcService } from './rpc/service';
 import { procUptimeProvider } from './compute/adapters/host-uptime';
-import { COMPUTE_TOPIC, computeDispatcher } from './compute/adapters/uptime-method';
+import { hostMethods } from './compute/adapters/host-methods';
+import { COMPUTE_TOPIC } from './compute/method-table';
+import { Dispatcher } from './rpc/endpoint/dispatcher';
 import { backoffDelay } from '../lib/backoff';
 import { systemClock, type Clock } from '../lib/clock';
 import { computeNodeFacts, createNovaParts, usageOf, type NovaParts } from './nova/wiring';
@@ -105,7 +107,8 @@ export class Daemon {
     const journal = await this.step('journal', () => DurableJournal.open(config.DEFAULT.state_path, { logger }));
     this.journal = journal;
     const attempts = Math.max(1, this.deps.startupAttempts ?? 5);
-    const dispatcher = computeDispatcher({ hostUptime: procUptimeProvider('/', () => new Date(), () => driver.getHostUptime()) });
+    // The host methods now; the instance methods once the compute manager exists, before consuming starts.
+    const dispatcher = registerMethods(new Dispatcher(), hostMethods({ hostUptime: procUptimeProvider('/', () => new Date(), () => driver.getHostUptime()) }));
     const rpc = new RpcService({ config, logger, journal, dispatcher, topic: COMPUTE_TOPIC, connectAttempts: attempts, onOutcome: (method, outcome) => this.metrics.rpcMessage(method, outcome), clock: this.clock });
     this.rpc = rpc;
     // nova mode: the conductor must be reachable first, because an existing compute node's uuid
@@ -148,7 +151,7 @@ export class Daemon {
     });
     this.manager = manager;
     const methods = computeMethods(manager);
-    registerComputeMethods(rpc.dispatcher, methods);
+    registerMethods(dispatcher, methods);
     if (this.stopping.signal.aborted) throw new StartupError('stopping before the RPC server started');
     if (!nova) await this.connect(rpc, attempts);
     await recover(manager.context, journal, methods);

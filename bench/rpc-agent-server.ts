@@ -16,7 +16,8 @@ import { InMemoryRequestJournal } from '../agent/journal/memory';
 import { silentLogger } from '../lib/logging/logger';
 import { AmqpBroker } from '../agent/rpc/amqp/amqp-broker';
 import { arg } from '../agent/rpc/endpoint/args';
-import { registerHostMethods } from '../agent/compute/adapters/uptime-method';
+import { hostMethods } from '../agent/compute/adapters/host-methods';
+import { registerMethods } from '../agent/compute/register';
 import { Dispatcher } from '../agent/rpc/endpoint/dispatcher';
 import { RpcServer } from '../agent/rpc/endpoint/server';
 import type { RabbitOptions } from '../agent/rpc/oslo/topology';
@@ -35,7 +36,7 @@ async function main(): Promise<void> {
   const rabbit = defaultRabbit();
   const state = mkdtempSync(join(tmpdir(), 'ca-bench-'));
   const broker = new AmqpBroker({ transport: parseTransportUrl(url), rabbit: rabbit, logger, initialAttempts: 3 });
-  const dispatcher = registerHostMethods(new Dispatcher(), { hostUptime: procUptimeProvider() }).register({
+  const dispatcher = registerMethods(new Dispatcher(), hostMethods({ hostUptime: procUptimeProvider() })).register({
     name: 'echo',
     versions: { min: '6.0' },
     args: { payload: arg.any() },

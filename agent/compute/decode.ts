@@ -1,17 +1,20 @@
 /**
- * One decoding layer for the compute methods' arguments: NovaObject primitives, as a real
- * nova-conductor sends them (`nova_object.name/namespace/version/data/changes`, nested objects and
- * `…List` objects with `{"objects": [...]}`), and plain JSON, as our own client and tests send
- * them, both become the same normalized shapes. A malformed argument is refused with one message
- * naming the argument, the field and the expected form.
+ * The compute methods' argument decoders: NovaObject primitives, as a real nova-conductor sends
+ * them (`nova_object.name/namespace/version/data/changes`, nested objects and `…List` objects with
+ * `{"objects": [...]}`), and plain JSON, as the agent's peers in standalone mode, its CLI and tests
+ * send them, become the same normalized shapes. Each is an argument decoder (`arg.from`): a
+ * malformed argument is refused before the request is journaled, naming each wrong field and what
+ * was expected there.
  *
  * Unknown fields and newer minor versions are tolerated (nova does the same); only the fields the
  * agent reads are checked.
  */
 import { z } from 'zod';
 import type { Flavor } from '../../model/instance';
+import type { LiveMigrateData } from '../../virt-drivers/types';
+import { arg, type ArgDecoder, type ArgIssue } from '../rpc/endpoint/args';
 
-/** An argument that cannot be used; the message names it and says what was expected. */
+/** Arguments that are well formed one by one but cannot be used together; the message names them. */
 export class ArgumentError extends Error {
   constructor(message: string) {
     super(message);
@@ -35,8 +38,9 @@ export function unwrap(v: unknown): unknown {
 
 const uuid = z.string().regex(/^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$/, 'a UUID');
 const count = z.number().int('an integer').min(0, 'an integer >= 0');
+const hostName = z.string().min(1, 'a host name');
 
-export const flavorSchema = z.object({
+const flavorSchema = z.object({
   name: z.string().default('flavor'),
   vcpus: z.number().int('an integer').min(1, 'an integer >= 1'),
   memory_mb: z.number().int('an integer').min(1, 'an integer >= 1'),
@@ -63,8 +67,8 @@ const instanceSchema = z.object({
 const migrationSchema = z.object({
   uuid,
   migration_type: z.enum(['migration', 'resize', 'live-migration', 'evacuation']).default('migration'),
-  source_compute: z.string().min(1, 'a host name'),
-  dest_compute: z.string().min(1, 'a host name'),
+  source_compute: hostName,
+  dest_compute: hostName,
   status: z.string().optional(),
 });
 
@@ -75,6 +79,8 @@ export interface DecodedInstance {
   readonly user_id: string;
   readonly flavor: Flavor | undefined;
   readonly image_ref: string | undefined;
+  /** The vm_state nova had when it sent the request. */
+  readonly vm_state: string | undefined;
 }
 
 export interface DecodedMigration {
@@ -84,19 +90,24 @@ export interface DecodedMigration {
   readonly dest_compute: string;
 }
 
-function parse<T>(argName: string, schema: z.ZodType<T>, value: unknown): T {
-  const r = schema.safeParse(unwrap(value));
-  if (r.success) return r.data;
-  const lines = r.error.issues.map((i) => {
-    const where = i.path.length ? `${argName}.${i.path.join('.')}` : argName;
-    const msg = i.code === 'invalid_type' && i.input === undefined ? 'missing' : i.message;
-    return `${where}: ${msg}`;
+/** A migration whose destination may not be set yet (nova's conductor fills it after scheduling). */
+export type UnplacedMigration = Omit<DecodedMigration, 'dest_compute'> & { readonly dest_compute: string | undefined };
+
+/** A decoder from a zod schema; issues at the value's root are the expected form itself, so only deeper ones are named. */
+function fromSchema<T, O>(expected: string, schema: z.ZodType<T>, normalize: (v: T) => O): ArgDecoder<O> {
+  return arg.from(expected, (v) => {
+    const r = schema.safeParse(unwrap(v));
+    if (r.success) return normalize(r.data);
+    const issues: ArgIssue[] = r.error.issues
+      .filter((i) => i.path.length > 0)
+      .map((i) => ({ path: i.path.map((p) => (typeof p === 'symbol' ? String(p) : p)), problem: i.code === 'invalid_type' && i.input === undefined ? 'missing' : i.message }));
+    return arg.refuse(issues);
   });
-  throw new ArgumentError(`invalid argument ${argName}: ${lines.join('; ')}`);
 }
 
-export function decodeInstance(value: unknown, argName = 'instance'): DecodedInstance {
-  const i = parse(argName, instanceSchema, value);
+const same = <T>(v: T): T => v;
+
+function normalizeInstance(i: z.infer<typeof instanceSchema>): DecodedInstance {
   return {
     uuid: i.uuid,
     name: i.display_name ?? i.hostname ?? i.name ?? `instance-${i.uuid.slice(0, 8)}`,
@@ -104,21 +115,42 @@ export function decodeInstance(value: unknown, argName = 'instance'): DecodedIns
     user_id: i.user_id,
     flavor: i.flavor,
     image_ref: i.image_ref ?? undefined,
+    vm_state: i.vm_state ?? undefined,
   };
 }
 
-export function decodeFlavor(value: unknown, argName = 'flavor'): Flavor {
-  return parse(argName, flavorSchema, value);
-}
+/** The decoders of the compute methods' arguments, by what they decode. */
+export const computeArgs = {
+  /** An Instance the method creates or checks: uuid, owner, flavor. */
+  instance: fromSchema('an Instance (object primitive or plain object)', instanceSchema, normalizeInstance),
+  /** An Instance this host knows: only its uuid is read. */
+  instanceRef: fromSchema('an Instance with a uuid', z.object({ uuid }), (i) => ({ uuid: i.uuid })),
+  flavor: fromSchema('a Flavor (object primitive or plain object)', flavorSchema, same<Flavor>),
+  migration: fromSchema('a Migration (object primitive or plain object)', migrationSchema, same<DecodedMigration>),
+  /** A Migration sent before its destination was scheduled. */
+  unplacedMigration: fromSchema(
+    'a Migration (object primitive or plain object)',
+    migrationSchema.extend({ dest_compute: z.string().nullish() }),
+    (m): UnplacedMigration => ({ ...m, dest_compute: m.dest_compute || undefined }),
+  ),
+  /** nova's RequestSpec: only its flavor is read. */
+  requestSpec: arg.optional(
+    fromSchema('a RequestSpec (object primitive or plain object) or null', z.object({ flavor: flavorSchema.optional() }).nullable(), (s) => ({ flavor: s?.flavor })),
+    { flavor: undefined },
+  ),
+  /** nova's Selections for a build (`host_list`): each host and the allocation the scheduler claimed for it. */
+  selections: arg.optional(
+    fromSchema('a list of Selections or null', z.array(z.object({ service_host: z.string().optional(), allocation_request: z.string().nullish() })).nullable(), (l) => l ?? []),
+    [],
+  ),
+  /** A driver's migrate data (nova's LiveMigrateData): opaque JSON; absent or null is empty. */
+  migrateData: arg.optional(fromSchema('a LiveMigrateData (object primitive or plain object) or null', z.record(z.string(), z.unknown()).nullable(), (d) => (d ?? {}) as LiveMigrateData), {}),
+  /** A string nova may leave out or send as null. */
+  optionalString: arg.optional(arg.nullable(arg.string()), null),
+};
 
-export function decodeMigration(value: unknown, argName = 'migration'): DecodedMigration {
-  return parse(argName, migrationSchema, value);
-}
-
-/** A plain JSON object argument (a dict on the Python side), or an empty one when absent. */
-export function decodeDict(value: unknown, argName: string): Readonly<Record<string, unknown>> {
-  if (value === undefined || value === null) return {};
-  const v = unwrap(value);
-  if (!isRecord(v)) throw new ArgumentError(`invalid argument ${argName}: expected an object`);
-  return v;
+/** nova's arguments the agent accepts and does not read: optional, any value. */
+export function unread<const N extends string>(...names: readonly N[]): Record<N, ArgDecoder<unknown>> {
+  const decoder = arg.optional(arg.any());
+  return Object.fromEntries(names.map((n) => [n, decoder])) as Record<N, ArgDecoder<unknown>>;
 }

@@ -1,113 +1,95 @@
 /**
- * The compute methods by their wire names (nova's compute RPC 6.x names and argument names, plus
- * a few in the agent's own namespace), each with: the instance it is ordered by, whether it must be
- * journaled before acknowledgement, and a handler taking the raw `args` (NovaObject primitives or
- * plain JSON; `decode.ts` normalizes and refuses malformed ones).
+ * The instance methods the agent serves, one row each (`method-table.ts`): nova's compute RPC
+ * 6.x methods with nova's argument names (nova `compute/rpcapi.py`), and the agent's own under
+ * `compute_agent` 1.0. A row names the arguments the agent reads with their decoders (`decode.ts`)
+ * and accepts the rest of nova's arguments unread; the handler calls one flow.
  *
- * The RPC layer registers this table with its dispatcher (`register.ts`); tests route agent-to-
- * agent messages through it in-process.
+ * Required are the arguments the flow cannot do without; nova's rpcapi sends every other one too,
+ * and the agent's peers in standalone mode, its CLI and tests may leave them out.
+ *
+ * Every request is ordered by its instance, and the control plane sees the arguments as sent
+ * before the flow runs (nova mode saves back the objects nova sent).
  */
-import type { LiveMigrateData } from '../../virt-drivers/types';
-import { ArgumentError, decodeDict, decodeFlavor, decodeInstance, decodeMigration, unwrap, type DecodedMigration } from './decode';
+import type { ArgsOf, ArgsSpec } from '../rpc/endpoint/args';
+import { ArgumentError, computeArgs as A, unread, type UnplacedMigration, type DecodedMigration } from './decode';
 import type { ComputeManager } from './manager';
+import { instanceKey, method, NOVA_COMPUTE_API, type ComputeMethod, type MethodVersions } from './method-table';
 import type { RequestContext } from './ports';
 import { AGENT_NAMESPACE } from './resize';
 
-export interface ComputeMethod {
-  readonly name: string;
-  /** null: nova's compute API; otherwise the agent's own namespace. */
-  readonly namespace: string | null;
-  readonly journaled: boolean;
-  /** The instance uuid requests are ordered by (raw args, before full decoding). */
-  key(args: Readonly<Record<string, unknown>>): string | undefined;
-  handle(args: Readonly<Record<string, unknown>>, ctx: RequestContext): Promise<unknown>;
+const AGENT_API = { namespace: AGENT_NAMESPACE, versions: { min: '1.0' } } as const;
+
+interface RowOptions {
+  readonly api?: { readonly namespace: string | null; readonly versions: MethodVersions };
+  readonly journaled?: boolean;
 }
 
-/** The instance uuid in raw args (primitive or plain), for ordering; undefined when absent. */
-export function instanceKey(args: Readonly<Record<string, unknown>>): string | undefined {
-  const inst = unwrap(args.instance) as { uuid?: unknown } | undefined;
-  return typeof inst?.uuid === 'string' ? inst.uuid : undefined;
-}
-
-function uuidOf(args: Readonly<Record<string, unknown>>): string {
-  const k = instanceKey(args);
-  if (!k) throw new ArgumentError('invalid argument instance: instance.uuid: missing');
-  return k;
-}
-
-function migrateData(v: unknown, name: string): LiveMigrateData {
-  return decodeDict(v, name) as LiveMigrateData;
-}
-
-/** Whether a build was claimed by a scheduler: a Selection for this host carries an allocation request. */
-function claimedFor(args: Readonly<Record<string, unknown>>, host: string): boolean {
-  const list = unwrap(args.host_list);
-  if (!Array.isArray(list)) return false;
-  return list.some((s) => {
-    const sel = s as { service_host?: unknown; allocation_request?: unknown };
-    return sel.service_host === host && typeof sel.allocation_request === 'string' && sel.allocation_request !== '';
-  });
-}
-
-/**
- * The migration of a request sent to its destination: nova's conductor creates the Migration
- * before the scheduler has picked the destination, so `dest_compute` may still be empty; it is
- * this host.
- */
-function migrationTo(v: unknown, host: string): DecodedMigration {
-  const raw = unwrap(v);
-  if (typeof raw === 'object' && raw !== null && !Array.isArray(raw) && !(raw as { dest_compute?: unknown }).dest_compute) return decodeMigration({ ...raw, dest_compute: host });
-  return decodeMigration(v);
+/** A migration sent to its destination before the scheduler picked it: the destination is this host. */
+function placedHere(mig: UnplacedMigration, host: string): DecodedMigration {
+  return { ...mig, dest_compute: mig.dest_compute ?? host };
 }
 
 export function computeMethods(m: ComputeManager): ComputeMethod[] {
   const { resize, live, host } = m;
-  const method = (
-    name: string,
-    handle: ComputeMethod['handle'],
-    opts: { namespace?: string | null; journaled?: boolean } = {},
-  ): ComputeMethod => ({
-    name,
-    namespace: opts.namespace ?? null,
-    journaled: opts.journaled ?? true,
-    key: instanceKey,
-    handle: (a, ctx) => {
-      m.controlPlane.received(a);
-      return handle(a, ctx);
-    },
-  });
+  const row = <S extends ArgsSpec>(name: string, args: S, handle: (a: ArgsOf<S>, ctx: RequestContext) => Promise<unknown>, opts: RowOptions = {}): ComputeMethod<S> =>
+    method({
+      name,
+      ...(opts.api ?? NOVA_COMPUTE_API),
+      journaled: opts.journaled ?? true,
+      args,
+      key: instanceKey,
+      handle: (a, call) => {
+        m.controlPlane.received(call.sent);
+        return handle(a, call.context);
+      },
+    });
+  const agent: RowOptions = { api: AGENT_API };
+  const read: RowOptions = { journaled: false };
 
   return [
-    method('build_and_run_instance', async (a, ctx) => {
-      const inst = decodeInstance(a.instance);
-      const spec = decodeDict(a.request_spec, 'request_spec');
-      const flavor = inst.flavor ?? (spec.flavor !== undefined ? decodeFlavor(spec.flavor, 'request_spec.flavor') : undefined);
-      if (!flavor) throw new ArgumentError('invalid argument instance: instance.flavor: missing (and no request_spec.flavor)');
-      await m.build(inst, flavor, { claimed: claimedFor(a, host) }, ctx);
+    row(
+      'build_and_run_instance',
+      { instance: A.instance, request_spec: A.requestSpec, host_list: A.selections, ...unread('image', 'filter_properties', 'admin_password', 'injected_files', 'requested_networks', 'security_groups', 'block_device_mapping', 'node', 'limits', 'accel_uuids') },
+      (a, ctx) => {
+        const flavor = a.instance.flavor ?? a.request_spec.flavor;
+        if (!flavor) throw new ArgumentError('invalid argument instance: instance.flavor: missing (and no request_spec.flavor)');
+        // A scheduler claimed when the Selection for this host carries an allocation request.
+        const claimed = a.host_list.some((s) => s.service_host === host && !!s.allocation_request);
+        return m.build(a.instance, flavor, { claimed }, ctx);
+      },
+    ),
+    row('terminate_instance', { instance: A.instanceRef, ...unread('bdms') }, (a, ctx) => m.terminate(a.instance.uuid, ctx)),
+    row(
+      'prep_resize',
+      { instance: A.instance, flavor: A.flavor, migration: A.unplacedMigration, ...unread('image', 'request_spec', 'filter_properties', 'node', 'clean_shutdown', 'host_list') },
+      (a, ctx) => resize.prepResize(a.instance, a.flavor, placedHere(a.migration, host), ctx, a.instance.vm_state),
+    ),
+    row('resize_instance', { instance: A.instanceRef, migration: A.migration, flavor: A.flavor, ...unread('image', 'clean_shutdown', 'request_spec') }, (a, ctx) =>
+      resize.resizeInstance(a.instance.uuid, a.migration, a.flavor, ctx),
+    ),
+    row('finish_resize', { instance: A.instanceRef, migration: A.migration, disk_info: A.optionalString, ...unread('image', 'request_spec') }, (a, ctx) =>
+      resize.finishResize(a.instance.uuid, a.migration, a.disk_info ?? '', ctx),
+    ),
+    row('confirm_resize', { instance: A.instanceRef, migration: A.migration }, (a, ctx) => resize.confirmResize(a.instance.uuid, a.migration, ctx)),
+    row('revert_resize', { instance: A.instanceRef, migration: A.migration, ...unread('request_spec') }, (a, ctx) => resize.revertResize(a.instance.uuid, a.migration, ctx)),
+    row('finish_revert_resize', { instance: A.instanceRef, migration: A.migration, ...unread('request_spec') }, (a, ctx) => resize.finishRevertResize(a.instance.uuid, a.migration, ctx)),
+    row('check_can_live_migrate_destination', { instance: A.instance, migration: A.unplacedMigration, ...unread('block_migration', 'disk_over_commit', 'limits') }, (a, ctx) =>
+      live.checkDestination(a.instance, placedHere(a.migration, host), ctx),
+    ),
+    row('check_can_live_migrate_source', { instance: A.instanceRef, dest_check_data: A.migrateData }, (a) => live.checkSource(a.instance.uuid, a.dest_check_data), read),
+    row('live_migration', { instance: A.instanceRef, dest: A.optionalString, migration: A.unplacedMigration, migrate_data: A.migrateData, ...unread('block_migration') }, (a, ctx) => {
+      const dest = a.dest ?? a.migration.dest_compute;
+      if (!dest) throw new ArgumentError('invalid argument migration: migration.dest_compute: missing (and no dest)');
+      return live.liveMigration(a.instance.uuid, { ...a.migration, dest_compute: dest }, a.migrate_data, ctx);
     }),
-    method('terminate_instance', (a, ctx) => m.terminate(uuidOf(a), ctx)),
-    method('prep_resize', async (a, ctx) => {
-      const inst = decodeInstance(a.instance);
-      const vmState = (unwrap(a.instance) as { vm_state?: unknown }).vm_state;
-      await resize.prepResize(inst, decodeFlavor(a.flavor), migrationTo(a.migration, host), ctx, typeof vmState === 'string' ? vmState : undefined);
-    }),
-    method('resize_instance', (a, ctx) => resize.resizeInstance(uuidOf(a), decodeMigration(a.migration), decodeFlavor(a.flavor), ctx)),
-    method('finish_resize', (a, ctx) => resize.finishResize(uuidOf(a), decodeMigration(a.migration), typeof a.disk_info === 'string' ? a.disk_info : '', ctx)),
-    method('confirm_resize', (a, ctx) => resize.confirmResize(uuidOf(a), decodeMigration(a.migration), ctx)),
-    method('revert_resize', (a, ctx) => resize.revertResize(uuidOf(a), decodeMigration(a.migration), ctx)),
-    method('finish_revert_resize', (a, ctx) => resize.finishRevertResize(uuidOf(a), decodeMigration(a.migration), ctx)),
-    method('check_can_live_migrate_destination', (a, ctx) => live.checkDestination(decodeInstance(a.instance), migrationTo(a.migration, host), ctx)),
-    method('check_can_live_migrate_source', (a) => live.checkSource(uuidOf(a), migrateData(a.dest_check_data, 'dest_check_data')), { journaled: false }),
-    method('live_migration', (a, ctx) => {
-      const mig = decodeMigration({ ...(unwrap(a.migration) as object), dest_compute: typeof a.dest === 'string' ? a.dest : (unwrap(a.migration) as { dest_compute?: unknown }).dest_compute });
-      return live.liveMigration(uuidOf(a), mig, migrateData(a.migrate_data, 'migrate_data'), ctx);
-    }),
-    method('pre_live_migration', (a) => live.preLiveMigration(uuidOf(a), migrateData(a.migrate_data, 'migrate_data'))),
-    method('post_live_migration_at_destination', (a, ctx) => live.postAtDestination(uuidOf(a), ctx)),
-    method('rollback_live_migration_at_destination', (a) => live.rollbackAtDestination(uuidOf(a), migrateData(a.migrate_data, 'migrate_data'))),
-    method('drop_move_claim_at_destination', (a) => resize.dropMoveClaim(uuidOf(a))),
-    method('confirm_resize_at_destination', (a) => resize.confirmAtDestination(uuidOf(a), decodeMigration({ ...(unwrap(a.migration) as object) }).uuid), { namespace: AGENT_NAMESPACE }),
-    method('list_instances', () => Promise.resolve(m.list()), { namespace: AGENT_NAMESPACE, journaled: false }),
-    method('show_instance', (a) => m.show(uuidOf(a)), { namespace: AGENT_NAMESPACE, journaled: false }),
+    row('pre_live_migration', { instance: A.instanceRef, migrate_data: A.migrateData, ...unread('disk', 'block_migration') }, (a) => live.preLiveMigration(a.instance.uuid, a.migrate_data)),
+    row('post_live_migration_at_destination', { instance: A.instanceRef, ...unread('block_migration') }, (a, ctx) => live.postAtDestination(a.instance.uuid, ctx)),
+    row('rollback_live_migration_at_destination', { instance: A.instanceRef, migrate_data: A.migrateData, ...unread('destroy_disks') }, (a) =>
+      live.rollbackAtDestination(a.instance.uuid, a.migrate_data),
+    ),
+    row('drop_move_claim_at_destination', { instance: A.instanceRef, ...unread('migration') }, (a) => resize.dropMoveClaim(a.instance.uuid)),
+    row('confirm_resize_at_destination', { instance: A.instanceRef, migration: A.migration }, (a) => resize.confirmAtDestination(a.instance.uuid, a.migration.uuid), agent),
+    row('list_instances', {}, () => Promise.resolve(m.list()), { ...agent, ...read }),
+    row('show_instance', { instance: A.instanceRef }, (a) => m.show(a.instance.uuid), { ...agent, ...read }),
   ];
 }

@@ -1,8 +1,9 @@
 /**
  * Two (or more) compute managers in one process for fast flow tests: fake drivers on a host file,
  * trackers synced to Placement (mocked, or the real one), in-memory record stores, and peers that
- * route agent-to-agent casts and calls straight into the other manager's method table. Casts run
- * asynchronously, in order per instance, like messages on a queue.
+ * route agent-to-agent casts and calls straight into the other manager's method table (arguments
+ * decoded by the table's rows, as the dispatcher decodes them). Casts run asynchronously, in order
+ * per instance, like messages on a queue.
  */
 import type { ControlPlane } from '../../agent/compute/control-plane';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -12,7 +13,8 @@ import { randomUUID } from 'node:crypto';
 import { silentLogger, type Logger } from '../../lib/logging/logger';
 import { systemClock } from '../../lib/clock';
 import { ComputeManager } from '../../agent/compute/manager';
-import { computeMethods, type ComputeMethod } from '../../agent/compute/methods';
+import { computeMethods } from '../../agent/compute/methods';
+import { bindMethod, type BoundMethod, type ComputeMethod } from '../../agent/compute/method-table';
 import { MemoryNotifier, type ComputePeers, type RecordStore, type RequestContext } from '../../agent/compute/ports';
 import { loadConfig } from '../../config/loader';
 import type { PlacementApi } from '../../tracker/placement/api';
@@ -65,13 +67,25 @@ export class InProcessPeers implements ComputePeers {
     return m;
   }
 
+  /** Decodes `args` with the row's decoders, as the dispatcher does on arrival (a JSON copy, as on the wire). */
+  private bind(row: ComputeMethod, args: Readonly<Record<string, unknown>>, ctx: RequestContext): BoundMethod {
+    return bindMethod(row, JSON.parse(JSON.stringify(args)) as Record<string, unknown>, ctx);
+  }
+
   cast(host: string, method: string, args: Readonly<Record<string, unknown>>, ctx: RequestContext): Promise<void> {
     const m = this.find(host, method);
-    const key = `${host}/${m.key(args) ?? ''}`;
+    let bound: BoundMethod;
+    try {
+      bound = this.bind(m, args, ctx);
+    } catch (e) {
+      this.failures.push({ host, method, error: (e as Error).message });
+      return Promise.resolve();
+    }
+    const key = `${host}/${bound.key ?? ''}`;
     const prev = this.chains.get(key) ?? Promise.resolve();
     const p = prev
       .then(() => new Promise((r) => setImmediate(r)))
-      .then(() => m.handle(JSON.parse(JSON.stringify(args)) as Record<string, unknown>, ctx))
+      .then(() => bound.run())
       .catch((e: unknown) => {
         this.failures.push({ host, method, error: (e as Error).message });
       });
@@ -82,7 +96,7 @@ export class InProcessPeers implements ComputePeers {
   }
 
   async call<T>(host: string, method: string, args: Readonly<Record<string, unknown>>, ctx: RequestContext): Promise<T> {
-    return (await this.find(host, method).handle(JSON.parse(JSON.stringify(args)) as Record<string, unknown>, ctx)) as T;
+    return (await this.bind(this.find(host, method), args, ctx).run()) as T;
   }
 
   /** Waits until no cast is in flight (casts may cast further). */

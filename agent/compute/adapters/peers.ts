@@ -5,7 +5,7 @@
  */
 import type { ComputePeers, RequestContext } from '../ports';
 import type { RpcClient } from '../../rpc/endpoint/client';
-import { COMPUTE_TOPIC } from './uptime-method';
+import { COMPUTE_TOPIC } from '../method-table';
 
 /** Versions the agent sends: nova's compute API, and the agent's own namespace. */
 const VERSION_BY_NAMESPACE = (ns: string | undefined): string => (ns ? '1.0' : '6.0');

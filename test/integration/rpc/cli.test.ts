@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runCli, type CliIo } from '../../../agent/cli/program';
 import { arg } from '../../../agent/rpc/endpoint/args';
-import { registerHostMethods } from '../../../agent/compute/adapters/uptime-method';
+import { hostMethods } from '../../../agent/compute/adapters/host-methods';
+import { registerMethods } from '../../../agent/compute/register';
 import { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
 import { NovaError } from '../../../agent/rpc/oslo/errors';
 import { agentStack, cleanupBroker, TRANSPORT_URL, unique, type AgentStack } from './helpers';
@@ -32,7 +33,7 @@ const cli = async (...args: string[]): Promise<{ code: number; out: string; err:
 
 beforeAll(async () => {
   writeFileSync(conf, `[DEFAULT]\nhost = cli-test\nstate_path = ${dir}\ntransport_url = ${TRANSPORT_URL}\ncontrol_exchange = ${exchange}\nrpc_response_timeout = 5\n`);
-  const dispatcher = registerHostMethods(new Dispatcher(), { hostUptime: async () => ' 12:00:00 up 1 day\n' })
+  const dispatcher = registerMethods(new Dispatcher(), hostMethods({ hostUptime: async () => ' 12:00:00 up 1 day\n' }))
     .register({ name: 'note', versions: { min: '6.0' }, args: { text: arg.string() }, handler: async (a) => void casts.push(a.text) })
     .register({
       name: 'lookup',

@@ -1,14 +1,15 @@
 // The agent joins a broker where a real oslo.messaging server already declared the exchange, the
 // shared topic queue and the fanout exchange, under several [oslo_messaging_rabbit] settings: no
 // PRECONDITION_FAILED, and both answer. A mismatched setting is refused with the broker's reason.
-import { registerHostMethods } from '../../../agent/compute/adapters/uptime-method';
+import { hostMethods } from '../../../agent/compute/adapters/host-methods';
+import { registerMethods } from '../../../agent/compute/register';
 import { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
 import { TopologyError } from '../../../agent/rpc/amqp/broker';
 import { agentStack, cleanupBroker, pythonClient, pythonServer, TRANSPORT_URL, unique } from './helpers';
 
 jest.setTimeout(180_000);
 
-const uptime = (): Dispatcher => registerHostMethods(new Dispatcher(), { hostUptime: async () => 'agent uptime' });
+const uptime = (): Dispatcher => registerMethods(new Dispatcher(), hostMethods({ hostUptime: async () => 'agent uptime' }));
 
 const cases: Array<[string, Record<string, unknown>, string[]]> = [
   ['defaults', {}, []],

@@ -3,7 +3,8 @@
 import { parseTransportUrl } from '../../../config/transport-url';
 import { silentLogger } from '../../../lib/logging/logger';
 import { AmqpBroker } from '../../../agent/rpc/amqp/amqp-broker';
-import { registerHostMethods } from '../../../agent/compute/adapters/uptime-method';
+import { hostMethods } from '../../../agent/compute/adapters/host-methods';
+import { registerMethods } from '../../../agent/compute/register';
 import { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
 import { arg } from '../../../agent/rpc/endpoint/args';
 import { fuzzBodies } from '../../support/fuzz-bodies';
@@ -26,7 +27,7 @@ afterAll(async () => {
 
 test('10 000 fuzzed bodies, then a valid call from oslo.messaging', async () => {
   const typedArgs: unknown[] = [];
-  const dispatcher = registerHostMethods(new Dispatcher(), { hostUptime: async () => 'still up\n' }).register({
+  const dispatcher = registerMethods(new Dispatcher(), hostMethods({ hostUptime: async () => 'still up\n' })).register({
     name: 'typed',
     versions: { min: '6.0' },
     args: { n: arg.int(0, 100) },

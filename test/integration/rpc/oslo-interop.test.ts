@@ -1,7 +1,8 @@
 // Both directions against Debian's python3-oslo.messaging 14.0.3 on the shared RabbitMQ:
 // oslo client -> agent server, and agent client -> oslo server.
 import { arg } from '../../../agent/rpc/endpoint/args';
-import { registerHostMethods } from '../../../agent/compute/adapters/uptime-method';
+import { hostMethods } from '../../../agent/compute/adapters/host-methods';
+import { registerMethods } from '../../../agent/compute/register';
 import { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
 import { NovaError, RemoteError } from '../../../agent/rpc/oslo/errors';
 import { procUptimeProvider } from '../../../agent/compute/adapters/host-uptime';
@@ -20,7 +21,7 @@ let agent: AgentStack;
 let py: PythonServer;
 
 beforeAll(async () => {
-  const dispatcher = registerHostMethods(new Dispatcher(), { hostUptime: procUptimeProvider() })
+  const dispatcher = registerMethods(new Dispatcher(), hostMethods({ hostUptime: procUptimeProvider() }))
     .register({ name: 'record', versions: { min: '6.0' }, args: { seq: arg.int(), note: arg.string() }, handler: async (a) => void recorded.push(a) })
     .register({
       name: 'find_instance',

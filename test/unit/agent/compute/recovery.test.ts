@@ -12,7 +12,7 @@ import { ComputeManager } from '../../../../agent/compute/manager';
 import { computeMethods } from '../../../../agent/compute/methods';
 import { MemoryNotifier } from '../../../../agent/compute/ports';
 import { recover } from '../../../../agent/compute/recovery';
-import { decodeInstance } from '../../../../agent/compute/decode';
+import { bindMethod, type ComputeMethod } from '../../../../agent/compute/method-table';
 import { loadConfig } from '../../../../config/loader';
 import { NoAuth } from '../../../../tracker/placement/auth';
 import { PlacementClient } from '../../../../tracker/placement/client';
@@ -49,6 +49,13 @@ async function agent(dir: string, api: PlacementClient, rootUuid: string, clock:
   return { driver, tracker, journal, manager, methods: computeMethods(manager) };
 }
 
+/** Runs a method of the table as the dispatcher would: arguments decoded by the row. */
+function run(methods: readonly ComputeMethod[], name: string, args: Record<string, unknown>, context: Record<string, unknown>): Promise<unknown> {
+  const row = methods.find((x) => x.name === name);
+  if (!row) throw new Error(`no method ${name}`);
+  return bindMethod(row, args, context).run();
+}
+
 test('a build interrupted after its claim is finished at start-up: one allocation, ACTIVE, journal clean', async () => {
   const mock = new MockPlacement().install();
   const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(mock.base) }));
@@ -62,8 +69,7 @@ test('a build interrupted after its claim is finished at start-up: one allocatio
   const req = { uniqueId: randomUUID(), method: 'build_and_run_instance', version: '6.0', namespace: null, args: { instance: inst }, context: { request_id: 'r1' }, orderingKey: uuid, reply: undefined, receivedAt: Date.now() };
   expect(await first.journal.accept(req)).toBe('new');
   first.driver.faults.inject('spawn', { delayMs: 1000 });
-  const build = first.methods.find((x) => x.name === 'build_and_run_instance');
-  void build?.handle(req.args, req.context);
+  void run(first.methods, 'build_and_run_instance', req.args, req.context);
   for (let i = 0; i < 100 && first.manager.record(uuid)?.task_state !== 'spawning'; i++) await new Promise((r) => setTimeout(r, 10));
   expect(first.manager.record(uuid)?.task_state).toBe('spawning');
   expect(mock.consumers.has(uuid)).toBe(true);
@@ -90,7 +96,7 @@ test('an instance whose guest vanished while the agent was down goes to ERROR; a
   const first = await agent(dir, api, rootUuid);
   const gone = instanceArgs();
   const kept = instanceArgs();
-  for (const i of [gone, kept]) await first.manager.build(decodeInstance(i), i.flavor as never, { claimed: false }, { request_id: 'x' });
+  for (const i of [gone, kept]) await run(first.methods, 'build_and_run_instance', { instance: i }, { request_id: 'x' });
   await first.journal.close();
   // While the agent is down: one guest dies, and someone deletes the other's allocation.
   first.driver.hypervisor.delete(String(gone.uuid));

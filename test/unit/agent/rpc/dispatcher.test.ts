@@ -1,9 +1,9 @@
 // Dispatcher: oslo's version rules, NoSuchMethod vs UnsupportedVersion, argument binding.
 import { arg } from '../../../../agent/rpc/endpoint/args';
-import { computeDispatcher, instanceUuid } from '../../../../agent/compute/adapters/uptime-method';
 import { Dispatcher, RegistrationError, type CallInfo } from '../../../../agent/rpc/endpoint/dispatcher';
 import { InvalidArgumentsError, NoSuchMethodError, UnsupportedVersionError } from '../../../../agent/rpc/oslo/errors';
 import type { RpcRequest } from '../../../../agent/rpc/oslo/messages';
+import { instanceUuid } from './harness';
 
 const req = (method: string, version = '6.0', args: Record<string, unknown> = {}, namespace: string | null = null): RpcRequest => ({
   method,
@@ -41,8 +41,6 @@ describe('versions', () => {
   test('the served version is the highest registered', () => {
     expect(d.servedVersion()).toBe('6.2');
     expect(d.servedVersion('baseapi', 1)).toBe('1.1');
-    const compute = computeDispatcher({ hostUptime: async () => 'x' });
-    expect([compute.servedVersion(), compute.servedVersion('baseapi', 1)]).toEqual(['6.0', '1.1']);
   });
   test.each(['6.0', '6.1', '6.2'])('%s is served', (v) => {
     expect(d.resolve(req('ping', v)).method).toBe('ping');
@@ -66,13 +64,6 @@ describe('versions', () => {
     expect(() => narrow.resolve(req('new', '6.2'))).toThrow(UnsupportedVersionError);
     expect(narrow.resolve(req('new', '6.3')).method).toBe('new');
   });
-});
-
-test("nova's baseapi ping and get_backdoor_port are served", async () => {
-  const d = computeDispatcher({ hostUptime: async () => 'up' });
-  await expect(d.resolve(req('ping', '1.1', { arg: { x: 1 } }, 'baseapi')).invoke(call)).resolves.toEqual({ service: 'nova-compute', arg: { x: 1 } });
-  await expect(d.resolve(req('get_backdoor_port', '1.1', {}, 'baseapi')).invoke(call)).resolves.toBeNull();
-  await expect(d.resolve(req('get_host_uptime')).invoke(call)).resolves.toBe('up');
 });
 
 test('unknown method within a served version: NoSuchMethod', () => {

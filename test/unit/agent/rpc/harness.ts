@@ -8,6 +8,13 @@ import { Dispatcher } from '../../../../agent/rpc/endpoint/dispatcher';
 import { FakeBroker } from '../../../helpers/fake-broker';
 import { RpcServer } from '../../../../agent/rpc/endpoint/server';
 import type { RabbitOptions } from '../../../../agent/rpc/oslo/topology';
+import type { NovaObjectPrimitive } from '../../../../agent/rpc/endpoint/args';
+
+/** The uuid of an Instance primitive, for `orderingKey`. */
+export function instanceUuid(instance: NovaObjectPrimitive): string | undefined {
+  const uuid = instance['nova_object.data'].uuid;
+  return typeof uuid === 'string' ? uuid : undefined;
+}
 
 export const RABBIT: RabbitOptions = {
   heartbeat_timeout_threshold: 60,

@@ -1,9 +1,8 @@
 // The RPC server on a FakeBroker: replies, failures, heartbeats, ordering, bounds, stop.
 import { arg } from '../../../../agent/rpc/endpoint/args';
-import { instanceUuid } from '../../../../agent/compute/adapters/uptime-method';
 import { Dispatcher } from '../../../../agent/rpc/endpoint/dispatcher';
 import { NovaError, RemoteError } from '../../../../agent/rpc/oslo/errors';
-import { HOST_QUEUE, repliesTo, sleep, startHarness, until, type Harness } from './harness';
+import { HOST_QUEUE, instanceUuid, repliesTo, sleep, startHarness, until, type Harness } from './harness';
 
 const target = { topic: 'compute', server: 'host1', version: '6.0' };
 const inst = (uuid: string): Record<string, unknown> => ({

@@ -6,7 +6,9 @@ import { loadConfig } from '../../../../config/loader';
 import { createLogger } from '../../../../lib/logging/logger';
 import { FakeBroker } from '../../../helpers/fake-broker';
 import { RpcService } from '../../../../agent/rpc/service';
-import { COMPUTE_TOPIC, computeDispatcher } from '../../../../agent/compute/adapters/uptime-method';
+import { hostMethods } from '../../../../agent/compute/adapters/host-methods';
+import { COMPUTE_TOPIC } from '../../../../agent/compute/method-table';
+import { registerMethods } from '../../../../agent/compute/register';
 import { Dispatcher } from '../../../../agent/rpc/endpoint/dispatcher';
 import { RABBIT } from './harness';
 
@@ -31,7 +33,7 @@ test('serves compute.<host> with get_host_uptime; a corrupt dedupe window is a w
   const lines: string[] = [];
   const { logger } = createLogger({ sink: { write: (l) => void lines.push(l) } });
   const broker = new FakeBroker();
-  const svc = new RpcService({ config: config('executor_thread_pool_size = 3\n'), logger, broker, dispatcher: computeDispatcher({ hostUptime: async () => 'up' }), topic: COMPUTE_TOPIC });
+  const svc = new RpcService({ config: config('executor_thread_pool_size = 3\n'), logger, broker, dispatcher: registerMethods(new Dispatcher(), hostMethods({ hostUptime: async () => 'up' })), topic: COMPUTE_TOPIC });
   await svc.start();
   expect(broker.queueNames()).toEqual(expect.arrayContaining(['compute', 'compute.h1']));
   await expect(svc.client.call({ topic: 'compute', server: 'h1', version: '6.0' }, 'get_host_uptime', {})).resolves.toBe('up');

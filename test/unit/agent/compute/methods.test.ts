@@ -1,0 +1,142 @@
+// The served method table on the dispatcher: nova's argument names per method, decoding on arrival
+// (missing, unknown and malformed arguments refused before anything runs), ordering by instance,
+// namespaces and versions, and the host methods beside the instance ones.
+import nock from 'nock';
+import { randomUUID } from 'node:crypto';
+import { hostMethods } from '../../../../agent/compute/adapters/host-methods';
+import { computeMethods } from '../../../../agent/compute/methods';
+import { registerMethods } from '../../../../agent/compute/register';
+import { Dispatcher, type CallInfo } from '../../../../agent/rpc/endpoint/dispatcher';
+import { InvalidArgumentsError, NovaError } from '../../../../agent/rpc/oslo/errors';
+import type { RpcRequest } from '../../../../agent/rpc/oslo/messages';
+import { NoAuth } from '../../../../tracker/placement/auth';
+import { PlacementClient } from '../../../../tracker/placement/client';
+import { PlacementHttp } from '../../../../tracker/placement/http';
+import { FLAVOR, InProcessPeers, instanceArgs, makeHost } from '../../../helpers/compute-harness';
+import { MockPlacement } from '../../../helpers/mock-placement';
+
+afterEach(() => nock.cleanAll());
+
+/** nova's argument names per method (nova `compute/rpcapi.py`, 6.x), and the agent's own. */
+const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
+  build_and_run_instance: ['instance', 'image', 'request_spec', 'filter_properties', 'admin_password', 'injected_files', 'requested_networks', 'security_groups', 'block_device_mapping', 'node', 'limits', 'host_list', 'accel_uuids'],
+  terminate_instance: ['instance', 'bdms'],
+  prep_resize: ['instance', 'flavor', 'image', 'request_spec', 'filter_properties', 'node', 'migration', 'clean_shutdown', 'host_list'],
+  resize_instance: ['instance', 'migration', 'image', 'flavor', 'clean_shutdown', 'request_spec'],
+  finish_resize: ['instance', 'migration', 'image', 'disk_info', 'request_spec'],
+  confirm_resize: ['instance', 'migration'],
+  revert_resize: ['instance', 'migration', 'request_spec'],
+  finish_revert_resize: ['instance', 'migration', 'request_spec'],
+  check_can_live_migrate_destination: ['instance', 'block_migration', 'disk_over_commit', 'migration', 'limits'],
+  check_can_live_migrate_source: ['instance', 'dest_check_data'],
+  live_migration: ['instance', 'dest', 'block_migration', 'migration', 'migrate_data'],
+  pre_live_migration: ['instance', 'disk', 'migrate_data', 'block_migration'],
+  post_live_migration_at_destination: ['instance', 'block_migration'],
+  rollback_live_migration_at_destination: ['instance', 'destroy_disks', 'migrate_data'],
+  drop_move_claim_at_destination: ['instance', 'migration'],
+  confirm_resize_at_destination: ['instance', 'migration'],
+  list_instances: [],
+  show_instance: ['instance'],
+};
+
+const req = (method: string, args: Record<string, unknown>, version = '6.0', namespace: string | null = null): RpcRequest => ({
+  method,
+  args,
+  version,
+  namespace,
+  uniqueId: randomUUID(),
+  reply: undefined,
+  callMonitorTimeout: null,
+  context: { request_id: 'req-methods' },
+});
+const call = (r: RpcRequest): CallInfo => ({ method: r.method, version: r.version, context: r.context, args: r.args, uniqueId: r.uniqueId, isCall: true, signal: new AbortController().signal });
+const prim = (name: string, data: object): Record<string, unknown> => ({ 'nova_object.name': name, 'nova_object.namespace': 'nova', 'nova_object.version': '1.0', 'nova_object.data': data });
+
+async function setup() {
+  const mock = new MockPlacement().install();
+  const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(mock.base) }));
+  const host = await makeHost('host-m', api, new InProcessPeers());
+  const methods = computeMethods(host.manager);
+  const dispatcher = registerMethods(new Dispatcher(), [...hostMethods({ hostUptime: async () => 'up' }), ...methods]);
+  const run = (r: RpcRequest): Promise<unknown> => dispatcher.resolve(r).invoke(call(r));
+  return { host, methods, dispatcher, run };
+}
+
+function refusal(fn: () => unknown): InvalidArgumentsError {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof InvalidArgumentsError) return e;
+    throw e;
+  }
+  throw new Error('not refused');
+}
+
+test("each instance method takes exactly nova's argument names", async () => {
+  const { methods } = await setup();
+  expect(Object.fromEntries(methods.map((m) => [m.name, Object.keys(m.args).sort()]))).toEqual(
+    Object.fromEntries(Object.entries(NOVA_ARGS).map(([name, args]) => [name, [...args].sort()])),
+  );
+});
+
+test("nova's compute API is served at 6.0, the agent's own namespace at 1.0, nova's baseapi at 1.1", async () => {
+  const { dispatcher, methods } = await setup();
+  expect([dispatcher.servedVersion(), dispatcher.servedVersion('compute_agent', 1), dispatcher.servedVersion('baseapi', 1)]).toEqual(['6.0', '1.0', '1.1']);
+  expect(methods.filter((m) => m.namespace === 'compute_agent').map((m) => m.name)).toEqual(['confirm_resize_at_destination', 'list_instances', 'show_instance']);
+  expect(methods.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'list_instances', 'show_instance']);
+});
+
+test("nova's baseapi ping and get_backdoor_port are served, and get_host_uptime", async () => {
+  const { run } = await setup();
+  await expect(run(req('ping', { arg: { x: 1 } }, '1.1', 'baseapi'))).resolves.toEqual({ service: 'nova-compute', arg: { x: 1 } });
+  await expect(run(req('get_backdoor_port', {}, '1.1', 'baseapi'))).resolves.toBeNull();
+  await expect(run(req('get_host_uptime', {}))).resolves.toBe('up');
+});
+
+test('requests are ordered by the uuid of their instance, sent as a primitive or as plain JSON', async () => {
+  const { dispatcher } = await setup();
+  const uuid = randomUUID();
+  expect(dispatcher.resolve(req('terminate_instance', { instance: prim('Instance', { uuid, host: 'host-m' }), bdms: null })).orderingKey).toBe(uuid);
+  expect(dispatcher.resolve(req('show_instance', { instance: { uuid } }, '1.0', 'compute_agent')).orderingKey).toBe(uuid);
+  expect(dispatcher.resolve(req('get_host_uptime', {})).orderingKey).toBeUndefined();
+});
+
+test('a missing instance or an unknown argument is refused on arrival, as Python refuses a bad call', async () => {
+  const { dispatcher } = await setup();
+  expect(refusal(() => dispatcher.resolve(req('terminate_instance', { bdms: [] }))).problems).toEqual(["missing required argument 'instance' (an Instance with a uuid)"]);
+  expect(refusal(() => dispatcher.resolve(req('confirm_resize', { instance: { uuid: randomUUID() }, migration: {}, reservations: [] }))).problems).toContain(
+    "got an unexpected keyword argument 'reservations'",
+  );
+});
+
+test('a malformed argument is refused naming each wrong field and the expected form', async () => {
+  const { dispatcher } = await setup();
+  const e = refusal(() => dispatcher.resolve(req('prep_resize', { instance: instanceArgs('not-a-uuid'), flavor: { ...FLAVOR, vcpus: 0 }, migration: prim('Migration', { uuid: randomUUID() }) })));
+  expect(e.toRemoteFailure()).toMatchObject({ className: 'TypeError', module: 'builtins' });
+  expect(e.problems).toEqual([
+    "argument 'instance': expected an Instance (object primitive or plain object), got an object (instance.uuid: a UUID)",
+    "argument 'flavor': expected a Flavor (object primitive or plain object), got an object (flavor.vcpus: an integer >= 1)",
+    "argument 'migration': expected a Migration (object primitive or plain object), got a Migration object (migration.source_compute: missing)",
+  ]);
+});
+
+test('optional arguments may be null; a flavor is taken from the request spec when the instance has none', async () => {
+  const { host, run } = await setup();
+  const inst = instanceArgs();
+  delete inst.flavor;
+  const uuid = String(inst.uuid);
+  await run(req('build_and_run_instance', { instance: prim('Instance', inst), request_spec: prim('RequestSpec', { flavor: prim('Flavor', FLAVOR) }), host_list: null, image: {}, node: null }));
+  expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'active', flavor: { vcpus: 2 } });
+  await expect(run(req('build_and_run_instance', { instance: instanceArgs(randomUUID(), undefined), request_spec: null }))).resolves.toBeUndefined();
+});
+
+test("the flows' errors reach the caller as nova exceptions", async () => {
+  const { run } = await setup();
+  const gone = randomUUID();
+  const notFound = await run(req('show_instance', { instance: { uuid: gone } }, '1.0', 'compute_agent')).catch((e: unknown) => e);
+  expect(notFound).toBeInstanceOf(NovaError);
+  expect(notFound).toMatchObject({ className: 'InstanceNotFound', code: 404 });
+  const noFlavor = instanceArgs();
+  delete noFlavor.flavor;
+  await expect(run(req('build_and_run_instance', { instance: noFlavor }))).rejects.toMatchObject({ className: 'Invalid', code: 400, message: expect.stringContaining('no request_spec.flavor') as string });
+});
