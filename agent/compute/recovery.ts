@@ -17,7 +17,7 @@
 import type { JournalRequest, RequestOutcome } from '../journal/types';
 import type { FlowContext } from './flow-context';
 import { putInError } from './flow-steps';
-import type { ComputeMethod } from './methods';
+import { bindMethod, type ComputeMethod } from './method-table';
 import type { RequestContext } from './ports';
 import { allows, transition } from './transitions';
 
@@ -52,7 +52,7 @@ export async function recover(c: RecoveryContext, journal: PendingRequests, meth
       outcome = { status: 'failed', error: `no such method ${req.method}` };
     } else {
       try {
-        const result = await method.handle(req.args, ctx);
+        const result = await bindMethod(method, req.args, ctx).run();
         outcome = { status: 'succeeded' };
         if (req.reply) log.info({ method: req.method, request: req.uniqueId, result: result === undefined ? null : 'returned' }, 'recovered a call whose caller has gone; result not sent');
       } catch (e) {
