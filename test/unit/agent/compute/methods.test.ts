@@ -49,7 +49,7 @@ const req = (method: string, args: Record<string, unknown>, version = '6.0', nam
   callMonitorTimeout: null,
   context: { request_id: 'req-methods' },
 });
-const call = (r: RpcRequest): CallInfo => ({ method: r.method, version: r.version, context: r.context, args: r.args, uniqueId: r.uniqueId, isCall: true, signal: new AbortController().signal });
+const call = (r: RpcRequest): CallInfo => ({ method: r.method, version: r.version, context: r.context, args: r.args, uniqueId: r.uniqueId ?? 'local', isCall: true, signal: new AbortController().signal });
 const prim = (name: string, data: object): Record<string, unknown> => ({ 'nova_object.name': name, 'nova_object.namespace': 'nova', 'nova_object.version': '1.0', 'nova_object.data': data });
 
 async function setup() {
@@ -111,7 +111,7 @@ test('a missing instance or an unknown argument is refused on arrival, as Python
 
 test('a malformed argument is refused naming each wrong field and the expected form', async () => {
   const { dispatcher } = await setup();
-  const e = refusal(() => dispatcher.resolve(req('prep_resize', { instance: instanceArgs('not-a-uuid'), flavor: { ...FLAVOR, vcpus: 0 }, migration: prim('Migration', { uuid: randomUUID() }) })));
+  const e = refusal(() => dispatcher.resolve(req('prep_resize', { instance: { ...instanceArgs(), uuid: 'not-a-uuid' }, flavor: { ...FLAVOR, vcpus: 0 }, migration: prim('Migration', { uuid: randomUUID() }) })));
   expect(e.toRemoteFailure()).toMatchObject({ className: 'TypeError', module: 'builtins' });
   expect(e.problems).toEqual([
     "argument 'instance': expected an Instance (object primitive or plain object), got an object (instance.uuid: a UUID)",
