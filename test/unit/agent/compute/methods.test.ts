@@ -34,6 +34,7 @@ const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
   post_live_migration_at_destination: ['instance', 'block_migration'],
   rollback_live_migration_at_destination: ['instance', 'destroy_disks', 'migrate_data'],
   drop_move_claim_at_destination: ['instance', 'migration'],
+  get_diagnostics: ['instance'],
   confirm_resize_at_destination: ['instance', 'migration'],
   list_instances: [],
   show_instance: ['instance'],
@@ -83,7 +84,7 @@ test("nova's compute API is served at 6.0, the agent's own namespace at 1.0, nov
   const { dispatcher, methods } = await setup();
   expect([dispatcher.servedVersion(), dispatcher.servedVersion('compute_agent', 1), dispatcher.servedVersion('baseapi', 1)]).toEqual(['6.0', '1.0', '1.1']);
   expect(methods.filter((m) => m.namespace === 'compute_agent').map((m) => m.name)).toEqual(['confirm_resize_at_destination', 'list_instances', 'show_instance']);
-  expect(methods.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'list_instances', 'show_instance']);
+  expect(methods.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'get_diagnostics', 'list_instances', 'show_instance']);
 });
 
 test("nova's baseapi ping and get_backdoor_port are served, and get_host_uptime", async () => {
