@@ -107,7 +107,7 @@ export class Daemon {
     const journal = await this.step('journal', () => DurableJournal.open(config.DEFAULT.state_path, { logger }));
     this.journal = journal;
     const attempts = Math.max(1, this.deps.startupAttempts ?? 5);
-    // The host methods now; the instance methods once the compute manager exists, before consuming starts.
+    // The host methods first; the instance methods once the compute manager exists, before consuming starts.
     const dispatcher = registerMethods(new Dispatcher(), hostMethods({ hostUptime: procUptimeProvider('/', () => new Date(), () => driver.getHostUptime()) }));
     const rpc = new RpcService({ config, logger, journal, dispatcher, topic: COMPUTE_TOPIC, connectAttempts: attempts, onOutcome: (method, outcome) => this.metrics.rpcMessage(method, outcome), clock: this.clock });
     this.rpc = rpc;
