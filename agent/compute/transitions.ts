@@ -6,9 +6,11 @@
  * writes through nova-conductor (nova `compute/manager.py`; docs/nova-control-plane.md lists them
  * per step).
  *
- * A new compute method adds rows here. Flows call `transition` (which refuses a step the
- * instance's state does not allow and sets the new state) or `arrival` (the first state of an
- * instance new to this host); control planes read the row of the step they are told of.
+ * A new compute method adds rows here. Flows call `transition` (refuses a step the instance's
+ * state does not allow, with InvalidStateError, and sets the new state), `check` (the refusal
+ * alone, for a step whose state is set later or whose record is dropped), `arrival` (the first
+ * state of an instance new to this host) and `failureOf`; control planes read the row of the step
+ * they are told of (`rowOf`, `stateAfter`).
  *
  * Not here: a step's side effects (the flows), how a control plane sends what its columns say
  * (`control-plane.ts`, `agent/nova/control-plane.ts`), and the migration statuses the flows keep
@@ -135,7 +137,7 @@ export const TRANSITIONS = table({
     method: 'prep_resize', from: { vm: MOVED, task: ['resize_prep'], move: 'dest' }, to: {}, onFailure: 'resize_prep.error', notify: 'INFO',
     nova: { migration: { set: { dest_compute: 'this_host', dest_node: 'this_host', dest_host: 'this_ip' }, status: 'pre-migrating' }, hook: 'stash_new_flavor', usage: true },
   },
-  /** The destination drops its record; nova's instance is left to the API's retry. */
+  /** The destination's claim failed: it drops its record. */
   'resize_prep.error': { method: 'prep_resize', from: { vm: MOVED, task: ['resize_prep'], move: 'dest' }, to: { task: null }, notify: 'ERROR', nova: { migration: { status: 'error' }, instance: [{ set: { task_state: 'state' } }] } },
   // ---- resize_instance on the source ----
   'resize.start': {
