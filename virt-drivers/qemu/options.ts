@@ -2,8 +2,8 @@
  * The QEMU driver's configuration as plain typed values (milliseconds, bytes), read once from the
  * validated `[qemu]` and `[DEFAULT]` sections.
  *
- * It is: a pure translation; every default lives in `config/qemu.ts`. It is not: re-read on
- * SIGHUP (a changed option applies to the next driver instance).
+ * It is: a pure translation; every default lives in `config/sections/qemu.ts`. It is not:
+ * re-read on SIGHUP (a changed option applies to the next driver instance).
  */
 import type { AgentConfig } from '../../config/schema';
 

@@ -9,7 +9,7 @@
  */
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { bool, choice, float, int, nonEmpty, option, optPath } from './types';
+import { bool, choice, float, int, nonEmpty, option, optPath } from '../types';
 
 /** `MIN-MAX`, two ports with MIN <= MAX, as libvirt's migration_port_min/max. */
 const portRange = (): z.ZodType<{ min: number; max: number }, string> =>
