@@ -26,6 +26,7 @@ import { Syncer } from './sync/syncer';
 import { PlacementView } from './sync/view';
 import { RecordedWrites } from './sync/writes';
 import { SharingProviders } from './sync/sharing';
+import { AssociationRefresh } from './sync/drift';
 import { systemClock } from '../lib/clock';
 import { ClaimService } from './claims/service';
 
@@ -45,13 +46,19 @@ export interface TrackerDeps {
   readonly nodename: string;
   /** The root provider's uuid (`state_path/compute_id`). */
   readonly rootUuid: string;
+  /** How long a claim-service operation rides out a Placement outage (`[placement] retry_deadline`); 0 when absent. */
+  readonly retryDeadlineSeconds?: number;
   /** Where the ownership record is kept; undefined keeps it in memory. */
   readonly statePath?: string;
   readonly initialRatios: InitialRatios;
   readonly logger: Logger;
   readonly clock?: Clock;
   readonly random?: () => number;
-  /** Seconds between re-reads of sharing providers (`[compute] resource_provider_association_refresh`; 0 = only when the root's aggregates change). */
+  /**
+   * `[compute] resource_provider_association_refresh` (default 300): at most this often, our
+   * providers whose generation moved are re-read so outside changes get repaired, and sharing
+   * providers are looked up again; 0 = read once (sharing providers: when the root's aggregates change).
+   */
   readonly associationRefreshSeconds?: number;
 }
 
@@ -67,16 +74,24 @@ export class ResourceTracker {
   readonly claims: ClaimService;
   private readonly syncer: Syncer;
   private readonly sharing: SharingProviders;
+  private readonly associations: AssociationRefresh;
   private readonly cycle = new Mutex();
 
   constructor(private readonly deps: TrackerDeps) {
     this.ownership = new Ownership(deps.statePath, deps.logger);
-    this.sharing = new SharingProviders(deps.api, (deps.associationRefreshSeconds ?? 300) * 1000, () => (deps.clock ?? systemClock).now());
+    const now = (): number => (deps.clock ?? systemClock).now();
+    this.sharing = new SharingProviders(deps.api, (deps.associationRefreshSeconds ?? 300) * 1000, now);
+    this.associations = new AssociationRefresh(deps.associationRefreshSeconds ?? 300, now);
     this.claims = new ClaimService({
       api: deps.api,
       view: this.view,
       scope: { ourProviders: () => this.ourProviders(), sharingProviders: () => this.sharingProviders() },
       now: deps.clock ? () => deps.clock?.now() ?? Date.now() : Date.now,
+      retry: {
+        deadlineMs: (deps.retryDeadlineSeconds ?? 0) * 1000,
+        ...(deps.clock ? { clock: deps.clock } : {}),
+        onRetry: (what, attempt, delayMs, cause) => deps.logger.warn({ attempt, retry_in_ms: delayMs, reason: cause.message }, `Placement unavailable during ${what}; retrying`),
+      },
     });
     this.syncer = new Syncer({
       api: deps.api,
@@ -134,6 +149,7 @@ export class ResourceTracker {
     this.view.clear();
     this.names.clear();
     this.sharing.clear();
+    this.associations.clear();
   }
 
   /**
@@ -157,11 +173,13 @@ export class ResourceTracker {
     const ctx = this.readContext();
     ctx.stats.reads++;
     await this.syncer.list(rootUuid);
+    const refreshed = await this.associations.refresh(ctx, this.ownedUuids());
+    for (const [provider, aspects] of Object.entries(refreshed.drifted)) {
+      this.deps.logger.info({ provider, name: this.view.get(provider)?.name, aspects }, 'changed in Placement by someone else; the sync repairs what this agent owns');
+    }
     // The driver compares its layout with the inventories it is given; read any not yet known.
-    for (const uuid of this.view.uuids()) {
-      if ((uuid === rootUuid || this.ownership.ownsProvider(uuid)) && !this.view.known(uuid, 'inventories')) {
-        await readAspect(ctx, uuid, 'inventories');
-      }
+    for (const uuid of this.ownedUuids()) {
+      if (!this.view.known(uuid, 'inventories')) await readAspect(ctx, uuid, 'inventories');
     }
     const root = { uuid: rootUuid, name: nodename };
     const sharing = await this.sharing.get(this.view.known(rootUuid, 'aggregates') ?? [], ctx.stats);
@@ -180,7 +198,12 @@ export class ResourceTracker {
       }
     }
     const result = await this.syncer.sync(tree, moves, { dryRun, listed: true, rootUuid });
-    return { ...result, stats: { ...result.stats, reads: result.stats.reads + ctx.stats.reads } };
+    return { ...result, stats: { ...result.stats, reads: result.stats.reads + ctx.stats.reads }, refreshed };
+  }
+
+  /** The root and the providers this agent created, in the listing's order. */
+  private ownedUuids(): string[] {
+    return this.view.uuids().filter((uuid) => uuid === this.deps.rootUuid || this.ownership.ownsProvider(uuid));
   }
 
   /**

@@ -23,6 +23,16 @@ export interface SyncStats {
   conflicts: number;
 }
 
+/** What one association refresh (`drift.ts`) re-read and what it found changed. */
+export interface RefreshReport {
+  /** Reads the refresh made (one per stale aspect re-read). */
+  readonly reads: number;
+  /** Providers re-read. */
+  readonly providers: readonly string[];
+  /** Per provider, the aspects whose content differed from the cache: the outside changes found. */
+  readonly drifted: Readonly<Record<string, readonly Aspect[]>>;
+}
+
 export interface SyncResult {
   readonly stats: Readonly<SyncStats>;
   readonly created: readonly string[];
@@ -31,6 +41,8 @@ export interface SyncResult {
   readonly problems: readonly SyncProblem[];
   /** The writes made (or, in a dry run, that would be made), in order. */
   readonly writes: readonly PlannedWrite[];
+  /** The association refresh of the cycle (the tracker's cycles only); its reads are in `stats.reads`. */
+  readonly refreshed?: RefreshReport;
 }
 
 export interface SyncContext {
