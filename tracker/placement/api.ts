@@ -85,7 +85,7 @@ export interface PlacementApi {
   /** Creates a provider; answers with its record (1.20). @throws DuplicateNameError */
   createProvider(p: { uuid: string; name: string; parent_provider_uuid: string | null }, o?: CallOptions): Promise<ProviderRecord>;
   /** Renames a provider (parent unchanged). @throws DuplicateNameError */
-  renameProvider(uuid: string, name: string, parent: string | null, o?: CallOptions): Promise<ProviderRecord>;
+  renameProvider(uuid: string, name: string, parent: string | null, o?: CallOptions): Promise<void>;
   /** @throws ProviderInUseError, CannotDeleteParentError; a 404 counts as done. */
   deleteProvider(uuid: string, o?: CallOptions): Promise<void>;
 

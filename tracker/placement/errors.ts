@@ -38,8 +38,44 @@ export class PlacementError extends Error {
   }
 }
 
-/** No answer: connection refused/reset, timeout, or 5xx after the allowed retries. */
+/** No usable answer: connection refused/reset, timeout, 5xx after the allowed retries, or a malformed 2xx. */
 export class PlacementUnavailableError extends PlacementError {}
+
+/** Where a malformed answer went wrong. */
+export interface MalformedInfo extends PlacementErrorInfo {
+  /** The request as a route template, e.g. `GET /resource_providers/{uuid}/inventories`. */
+  readonly route: string;
+  /** The first field that does not fit, as a path (`inventories.VCPU.total`), or `(body)`. */
+  readonly field: string;
+  /** What was expected there, e.g. `expected number, received string`. */
+  readonly expected: string;
+}
+
+/**
+ * A 2xx answer (from Placement or from keystone) whose body is not the shape the agent reads: a
+ * proxy's HTML page, a truncated document, a field of the wrong type. It is an outage, not a
+ * refusal: like a 5xx it says nothing about the request, so it is a `PlacementUnavailableError`
+ * and every caller that waits out an outage (a sync cycle, a claim operation, startup) retries it.
+ */
+export class MalformedResponseError extends PlacementUnavailableError {
+  readonly route: string;
+  readonly field: string;
+  readonly expected: string;
+
+  constructor(info: MalformedInfo, options?: { cause?: unknown }) {
+    const status = info.status === undefined ? '' : ` ${info.status}`;
+    super(`${info.route} answered${status} with a malformed body at ${info.field}: ${info.expected}`, info, options);
+    this.route = info.route;
+    this.field = info.field;
+    this.expected = info.expected;
+  }
+}
+
+/** The first `MalformedResponseError` in `e`'s cause chain, for log lines that name route and field. */
+export function malformedCause(e: unknown): MalformedResponseError | undefined {
+  for (let x: unknown = e; x instanceof Error; x = x.cause) if (x instanceof MalformedResponseError) return x;
+  return undefined;
+}
 /** 401/403: the token was refused, or the credentials cannot get one. */
 export class PlacementAuthError extends PlacementError {}
 /** 406 or a version document below what the agent needs. */

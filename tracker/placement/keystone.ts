@@ -6,12 +6,17 @@
  * `endpoint_override` or from the token's service catalog (type `placement`, first matching
  * interface of `valid_interfaces`, optionally in `region_name`), and is re-read with every new
  * token so a catalog change (http to https, say) is followed without a restart.
+ *
+ * A 201 whose body is not a token (no parsable `expires_at`, a catalog of another shape) is a
+ * `MalformedResponseError` naming `POST /v3/auth/tokens` and the field; nothing is cached, so the
+ * next request asks keystone again.
  */
 import { readFileSync } from 'node:fs';
 import { NodeHttpTransport, type HttpTransport } from './transport';
 import { systemClock, type Clock } from '../../lib/clock';
 import type { AuthProvider } from './auth';
 import { PlacementAuthError } from './errors';
+import { checkAnswer, keystoneTokenAnswer, type KeystoneTokenAnswer } from './responses';
 
 export type KeystoneMethod =
   | {
@@ -38,16 +43,7 @@ export interface KeystoneOptions {
   readonly transport?: HttpTransport;
 }
 
-interface CatalogEndpoint {
-  interface?: string;
-  region?: string;
-  region_id?: string;
-  url?: string;
-}
-interface CatalogEntry {
-  type?: string;
-  endpoints?: CatalogEndpoint[];
-}
+type CatalogEntry = NonNullable<KeystoneTokenAnswer['token']['catalog']>[number];
 
 interface CachedToken {
   readonly token: string;
@@ -139,23 +135,22 @@ export class KeystoneAuth implements AuthProvider {
         status: res.status,
       });
     }
-    const token = (res.data as { token?: { expires_at?: string; catalog?: CatalogEntry[] } }).token ?? {};
-    const expires = token.expires_at ? Date.parse(token.expires_at) : NaN;
-    return {
-      token: subject,
-      expiresAt: Number.isFinite(expires) ? expires : this.clock.now() + 3600000,
-      endpoint: this.pickEndpoint(token.catalog ?? []),
-    };
+    const requestId = res.headers['x-openstack-request-id'];
+    const { token } = checkAnswer(keystoneTokenAnswer, res.data, {
+      ...info,
+      route: 'POST /v3/auth/tokens',
+      status: res.status,
+      requestId: typeof requestId === 'string' ? requestId : undefined,
+    });
+    return { token: subject, expiresAt: Date.parse(token.expires_at), endpoint: this.pickEndpoint(token.catalog ?? []) };
   }
 
-  private pickEndpoint(catalog: CatalogEntry[]): string | undefined {
+  private pickEndpoint(catalog: readonly CatalogEntry[]): string | undefined {
     const service = catalog.find((c) => c.type === 'placement');
     const region = this.opts.regionName;
     for (const iface of this.opts.interfaces ?? ['internal', 'public']) {
-      const ep = (service?.endpoints ?? []).find(
-        (e) => e.interface === iface && (!region || e.region === region || e.region_id === region) && typeof e.url === 'string',
-      );
-      if (ep?.url) return ep.url.replace(/\/+$/, '');
+      const ep = (service?.endpoints ?? []).find((e) => e.interface === iface && (!region || e.region === region || e.region_id === region));
+      if (ep) return ep.url.replace(/\/+$/, '');
     }
     return undefined;
   }

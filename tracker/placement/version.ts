@@ -33,22 +33,3 @@ export interface PlacementVersions {
   readonly min: Microversion;
   readonly max: Microversion;
 }
-
-/**
- * Reads min and max from the body of `GET /` (the version document).
- * @returns undefined when the body is not a Placement version document.
- */
-export function parseVersionDocument(body: unknown): PlacementVersions | undefined {
-  if (typeof body !== 'object' || body === null) return undefined;
-  const versions = (body as { versions?: unknown }).versions;
-  if (!Array.isArray(versions)) return undefined;
-  for (const v of versions as unknown[]) {
-    if (typeof v !== 'object' || v === null) continue;
-    const { min_version: minText, max_version: maxText } = v as { min_version?: unknown; max_version?: unknown };
-    if (typeof minText !== 'string' || typeof maxText !== 'string') continue;
-    const min = parseMicroversion(minText);
-    const max = parseMicroversion(maxText);
-    if (min && max) return { min, max };
-  }
-  return undefined;
-}
