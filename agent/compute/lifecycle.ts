@@ -5,10 +5,11 @@
  * recorded state. The moves are in `resize.ts` and `live.ts`.
  */
 import { InstanceNotFoundError as DriverInstanceNotFound } from '../../virt-drivers/errors';
-import { AllocationConflictError, ClaimMismatchError, InsufficientResourcesError, InvalidClaimError } from '../../tracker/claims/errors';
+import { AllocationConflictError, ClaimMismatchError, InsufficientResourcesError, InvalidClaimError, PlacementOutageError } from '../../tracker/claims/errors';
 import { describeState, type Flavor, type InstanceRecord } from '../../model/instance';
 import type { DecodedInstance } from './decode';
 import type { FlowContext } from './flow-context';
+import { crashPoint } from '../crash-points';
 import { arrivingRecord, instanceSpec, putInError } from './flow-steps';
 import type { RequestContext } from './ports';
 import { arrival, failureOf, transition } from './transitions';
@@ -18,7 +19,10 @@ export interface BuildOptions {
   readonly claimed: boolean;
 }
 
-export type LifecycleContext = Pick<FlowContext, 'host' | 'now' | 'locks' | 'claims' | 'driver' | 'controlPlane' | 'log' | 'record' | 'save' | 'forget' | 'notify'>;
+export type LifecycleContext = Pick<
+  FlowContext,
+  'host' | 'now' | 'locks' | 'claims' | 'removals' | 'driver' | 'controlPlane' | 'log' | 'record' | 'save' | 'forget' | 'notify'
+>;
 
 export class LifecycleFlows {
   constructor(private readonly c: LifecycleContext) {}
@@ -37,6 +41,7 @@ export class LifecycleFlows {
         return;
       }
       rec ??= await c.save(arrivingRecord(c, inst, flavor, arrival('create.start')));
+      crashPoint('build.recorded');
       if (rec.task_state === 'scheduling') await c.notify(rec, 'create.start', ctx);
       try {
         if (rec.task_state === 'scheduling') {
@@ -47,6 +52,7 @@ export class LifecycleFlows {
           });
           transition(rec, 'create.claimed');
           await c.save(rec);
+          crashPoint('build.claimed');
           await c.notify(rec, 'create.claimed', ctx);
         }
         if (rec.task_state === 'spawning') {
@@ -55,6 +61,7 @@ export class LifecycleFlows {
             (e: unknown) => (e instanceof DriverInstanceNotFound ? false : Promise.reject(e)),
           );
           if (!present) await c.driver.spawn(instanceSpec(rec));
+          crashPoint('build.spawned');
         }
       } catch (e) {
         await this.failBuild(rec, e, ctx);
@@ -74,16 +81,31 @@ export class LifecycleFlows {
     // Nothing was written when the host refused locally, and a conflict means the consumer is not ours.
     const refusedLocally = e instanceof InsufficientResourcesError || e instanceof InvalidClaimError;
     if (!refusedLocally && !(e instanceof AllocationConflictError)) {
-      await c.claims.forceDelete(rec.uuid).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'allocation cleanup failed; the audit will report it'));
+      // After an outage that outlasted the deadline, one more try; waiting another deadline helps no one.
+      const cleanup = e instanceof PlacementOutageError ? c.claims.forceDeleteOnce(rec.uuid) : c.claims.forceDelete(rec.uuid);
+      await cleanup.catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'allocation cleanup failed; the audit will report it'));
       await c.driver.destroy(rec).catch(() => undefined);
     }
     c.claims.release(rec.uuid);
     rec.allocations = {};
-    const kind = refusedLocally ? 'no room' : e instanceof ClaimMismatchError ? 'claim mismatch' : e instanceof AllocationConflictError ? 'allocation conflict' : 'spawn failed';
+    const kind = refusedLocally
+      ? 'no room'
+      : e instanceof ClaimMismatchError
+        ? 'claim mismatch'
+        : e instanceof AllocationConflictError
+          ? 'allocation conflict'
+          : e instanceof PlacementOutageError
+            ? 'placement unavailable'
+            : 'spawn failed';
     await putInError(c, rec, `${kind}: ${reason}`, ctx, failureOf('create.end'));
   }
 
-  /** `terminate_instance`: guest gone, allocations deleted (forced), record dropped. Idempotent. */
+  /**
+   * `terminate_instance`: guest gone, allocations deleted (forced), record dropped. Idempotent.
+   * Completes locally whatever Placement does: the removal of the instance's (and its migration's)
+   * allocations is recorded durably before the record goes, tried once after the control plane is
+   * told, and otherwise retried in the background until done (`removals.ts`).
+   */
   terminate(uuid: string, ctx: RequestContext): Promise<void> {
     const c = this.c;
     return c.locks.with(uuid, async () => {
@@ -91,16 +113,20 @@ export class LifecycleFlows {
       if (rec) {
         transition(rec, 'delete.start');
         await c.save(rec);
+        crashPoint('terminate.recorded');
         await c.notify(rec, 'delete.start', ctx);
       }
       await c.driver.destroy({ uuid, name: rec?.name ?? uuid }).catch((e: unknown) => {
         if (!(e instanceof DriverInstanceNotFound)) throw e;
       });
-      await c.claims.forceDelete(uuid, ctx.global_request_id ?? ctx.request_id);
-      if (rec?.migration) await c.claims.forceDelete(rec.migration.uuid);
+      crashPoint('terminate.destroyed');
+      const consumers = rec?.migration ? [uuid, rec.migration.uuid] : [uuid];
+      await c.removals.add(uuid, consumers);
       c.claims.release(uuid);
       await c.forget(uuid);
       await c.controlPlane.deleted(uuid, rec, ctx);
+      await c.removals.tryNow(consumers, ctx.global_request_id ?? ctx.request_id);
+      crashPoint('terminate.freed');
     });
   }
 }

@@ -14,6 +14,7 @@ import type { LiveMigrateData } from '../../virt-drivers/types';
 import type { DecodedInstance, DecodedMigration } from './decode';
 import type { InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { FlowContext } from './flow-context';
+import { crashPoint } from '../crash-points';
 import type { RequestContext } from './ports';
 import { arrivingRecord, claimMoveDestination, instanceSpec } from './flow-steps';
 import { arrival, check, failureOf, stateAfter, transition } from './transitions';
@@ -50,11 +51,13 @@ export class LiveFlows {
           migration: { uuid: mig.uuid, type: 'live-migration', status: 'accepted', source_compute: mig.source_compute, dest_compute: c.host, role: 'dest' },
         }),
       );
+      crashPoint('live.check.recorded');
       const migration = rec.migration as MigrationRecord;
       let swapped = false;
       try {
         swapped = await claimMoveDestination(c, rec, migration, flavor, ctx);
         await c.save(rec);
+        crashPoint('live.check.claimed');
         const source = { host: mig.source_compute, nodename: mig.source_compute };
         const destData = await c.driver.checkCanLiveMigrateDestination(instanceSpec(rec), source);
         const data = await c.peers.call<LiveMigrateData>(
@@ -66,6 +69,7 @@ export class LiveFlows {
         );
         migration.migrate_data = data;
         await c.save(rec);
+        crashPoint('live.check.answered');
         return data;
       } catch (e) {
         if (swapped) await c.claims.revertMove(rec.uuid, mig.uuid).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'revert of the allocation swap failed; the audit will report it'));
@@ -105,6 +109,7 @@ export class LiveFlows {
           migrate_data: data,
         };
         await c.save(rec);
+        crashPoint('live.source.recorded');
         await c.notify(rec, 'live_migration_pre.start', ctx);
       }
       const migration = rec.migration;
@@ -115,6 +120,7 @@ export class LiveFlows {
           migration.status = 'running';
           migration.migrate_data = pre;
           await c.save(rec);
+          crashPoint('live.source.running');
           await c.driver.liveMigration(rec, dest, pre);
         } catch (e) {
           await this.rollback(rec, e, ctx);
@@ -122,10 +128,13 @@ export class LiveFlows {
         }
         migration.status = 'post-migrating';
         await c.save(rec);
+        crashPoint('live.source.migrated');
       }
       await c.driver.postLiveMigration(rec, migration.migrate_data ?? data).catch(() => undefined);
       await c.peers.call(dest.host, 'post_live_migration_at_destination', { instance: c.controlPlane.instanceArg(rec), block_migration: false }, ctx, c.callTimeoutMs);
+      crashPoint('live.source.posted');
       await c.claims.confirmMove(migration.uuid, ctx.global_request_id ?? ctx.request_id);
+      crashPoint('live.source.freed');
       await c.forget(uuid);
       await c.notify({ ...rec, ...stateAfter('live_migration_post.end', rec), host: dest.host, migration: { ...migration, status: 'completed' } }, 'live_migration_post.end', ctx);
     });
@@ -155,6 +164,7 @@ export class LiveFlows {
       check(rec, 'live_migration_pre.dest');
       (rec.migration as MigrationRecord).status = 'preparing';
       await c.save(rec);
+      crashPoint('live.dest.prepared');
       return c.driver.preLiveMigration(instanceSpec(rec), data);
     });
   }
@@ -167,6 +177,7 @@ export class LiveFlows {
       if (!rec.migration) return;
       check(rec, 'live_migration_post_dest.end');
       await c.driver.postLiveMigrationAtDestination(rec, rec.migration.migrate_data ?? {});
+      crashPoint('live.dest.post');
       transition(rec, 'live_migration_post_dest.end');
       delete rec.migration;
       await c.save(rec);

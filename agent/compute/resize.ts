@@ -17,6 +17,7 @@ import type { MigrationRef } from '../../virt-drivers/types';
 import type { DecodedInstance, DecodedMigration } from './decode';
 import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { FlowContext } from './flow-context';
+import { crashPoint } from '../crash-points';
 import type { RequestContext } from './ports';
 import { arrivingRecord, claimMoveDestination, instanceSpec, putInError } from './flow-steps';
 import { plainMigrationArg } from './control-plane';
@@ -63,6 +64,7 @@ export class ResizeFlows {
             },
           }),
         );
+        crashPoint('resize.prep.recorded');
         await c.notify(rec, 'resize_prep.start', ctx);
       }
       const migration = rec.migration as MigrationRecord;
@@ -70,6 +72,7 @@ export class ResizeFlows {
         try {
           await claimMoveDestination(c, rec, migration, flavor, ctx, resuming);
           await c.save(transition(rec, 'resize_prep.end'));
+          crashPoint('resize.prep.claimed');
           await c.notify(rec, 'resize_prep.end', ctx);
         } catch (e) {
           c.claims.release(rec.uuid);
@@ -84,6 +87,7 @@ export class ResizeFlows {
         flavor,
         clean_shutdown: true,
       }, ctx);
+      crashPoint('resize.prep.cast');
     });
   }
 
@@ -107,6 +111,7 @@ export class ResizeFlows {
           source_allocations: rec.allocations,
         };
         await c.save(rec);
+        crashPoint('resize.source.recorded');
         await c.notify(rec, 'resize.start', ctx);
       }
       const migration = rec.migration;
@@ -114,6 +119,7 @@ export class ResizeFlows {
         try {
           const disk = await c.driver.migrateDiskAndPowerOff(rec, migrationRef(migration), flavor);
           migration.disk_info = disk.diskInfo;
+          crashPoint('resize.source.moved');
         } catch (e) {
           await this.failAtSource(rec, e, ctx);
           return;
@@ -127,6 +133,7 @@ export class ResizeFlows {
         migration: c.controlPlane.migrationArg(migration),
         disk_info: migration.disk_info ?? '',
       }, ctx);
+      crashPoint('resize.source.cast');
     });
   }
 
@@ -150,6 +157,7 @@ export class ResizeFlows {
       if (reached(rec, 'resize_finish.end', mig.uuid)) return; // finished before (a redelivery)
       await c.save(transition(rec, 'resize_finish.start', mig.uuid));
       const migration = rec.migration as MigrationRecord;
+      crashPoint('resize.finish.recorded');
       await c.notify(rec, 'resize_finish.start', ctx);
       try {
         await c.driver.finishMigration(instanceSpec(rec), migrationRef(migration), { diskInfo }, { powerOn: migration.old_vm_state !== 'stopped' });
@@ -157,6 +165,7 @@ export class ResizeFlows {
         await putInError(c, rec, `finish_migration failed: ${(e as Error).message}`, ctx, failureOf('resize_finish.end'));
         return;
       }
+      crashPoint('resize.finish.spawned');
       migration.status = 'finished';
       await c.save(transition(rec, 'resize_finish.end'));
       await c.notify(rec, 'resize_finish.end', ctx);
@@ -173,14 +182,18 @@ export class ResizeFlows {
         const migration = rec.migration as MigrationRecord;
         migration.status = 'confirming';
         await c.save(rec);
+        crashPoint('confirm.recorded');
         await c.driver.confirmMigration(rec, migrationRef(migration));
+        crashPoint('confirm.driver');
         await c.claims.confirmMove(migration.uuid, ctx.global_request_id ?? ctx.request_id);
+        crashPoint('confirm.freed');
         await c.forget(uuid);
         await c.notify({ ...rec, migration: { ...migration, status: 'confirmed' } }, 'resize_confirm.end', ctx);
       } else {
         // Already confirmed here (a redelivery): make sure the migration holds nothing.
         await c.claims.confirmMove(mig.uuid);
       }
+      crashPoint('confirm.before-cast');
       await c.peers.cast(mig.dest_compute, 'confirm_resize_at_destination', { instance: { uuid }, migration: plainMigrationArg(mig) }, ctx, AGENT_NAMESPACE);
     });
   }
@@ -194,6 +207,7 @@ export class ResizeFlows {
       transition(rec, 'resize_confirm.dest');
       delete rec.migration;
       await c.save(rec);
+      crashPoint('confirm.dest');
     });
   }
 
@@ -207,6 +221,7 @@ export class ResizeFlows {
         const migration = rec.migration as MigrationRecord;
         migration.status = 'reverting';
         await c.save(rec);
+        crashPoint('revert.dest.recorded');
         await c.notify(rec, 'resize_revert.start', ctx);
         await c.driver.destroy(rec).catch(() => undefined);
         c.claims.release(uuid);
@@ -214,6 +229,7 @@ export class ResizeFlows {
         migration.status = 'reverted';
         await c.notify(transition(rec, 'resize_revert.dest'), 'resize_revert.dest', ctx);
       }
+      crashPoint('revert.dest.before-cast');
       await c.peers.cast(mig.source_compute, 'finish_revert_resize', { instance: c.controlPlane.instanceRef(uuid), migration: c.controlPlane.migrationArg(mig) }, ctx);
     });
   }
@@ -227,8 +243,11 @@ export class ResizeFlows {
       const migration = rec.migration as MigrationRecord;
       migration.status = 'reverted';
       await c.save(rec);
+      crashPoint('revert.source.recorded');
       await c.claims.revertMove(uuid, migration.uuid, ctx.global_request_id ?? ctx.request_id);
+      crashPoint('revert.source.swapped');
       await c.driver.finishRevertMigration(rec, migrationRef(migration), { powerOn: migration.old_vm_state !== 'stopped' });
+      crashPoint('revert.source.spawned');
       transition(rec, 'resize_revert.end');
       rec.flavor = migration.old_flavor ?? rec.flavor;
       rec.allocations = migration.source_allocations ?? rec.allocations;

@@ -14,6 +14,7 @@
 import { join } from 'node:path';
 import type { Logger } from '../../lib/logging/logger';
 import { RecordLog } from './log';
+import { crashPoint } from '../crash-points';
 import { JournalError, type AcceptResult, type JournalRequest, type RequestJournal, type RequestOutcome } from './types';
 
 interface OpenEntry {
@@ -132,12 +133,14 @@ export class DurableJournal implements RequestJournal {
     const id = request.uniqueId;
     if (this.state.open[id] || this.state.recent[id] !== undefined) return 'duplicate';
     await this.write('accept', { request, acceptedAt: this.now() });
+    crashPoint('journal.accepted');
     return 'new';
   }
 
   async complete(uniqueId: string, outcome: RequestOutcome): Promise<void> {
     if (!this.state.open[uniqueId]) return;
     await this.write('complete', { id: uniqueId, outcome, at: this.now() });
+    crashPoint('journal.completed');
   }
 
   /** Accepted requests not completed, oldest first: what recovery must finish or roll back. */

@@ -5,7 +5,8 @@
  * Delivery contract (better than oslo's ack-on-receipt):
  * 1. Decode and resolve synchronously, in delivery order. Bad input (not JSON, no envelope,
  *    unknown method or version, bad arguments, too large) is answered with a failure when it is a
- *    call, logged, and dropped or dead-lettered; it never reaches a handler or stops the consumer.
+ *    call, logged, and dropped or dead-lettered (`refusals.ts`, which bounds what that keeps in
+ *    memory); it never reaches a handler or stops the consumer.
  * 2. Take a place in a FIFO of `prefetch` slots (the bound on requests in progress) and, for
  *    instance-keyed methods, in that instance's serial queue, both in delivery order.
  * 3. When the slot is granted: `RequestJournal.accept` (journaled methods), then ack. A duplicate
@@ -17,6 +18,7 @@
  * (`Broker`).
  */
 import type { RequestJournal } from '../../journal/types';
+import { crashPoint } from '../../crash-points';
 import type { Logger } from '../../../lib/logging/logger';
 import { systemClock, type Clock } from '../../../lib/clock';
 import type { Broker, Delivery, Subscription } from '../amqp/broker';
@@ -25,7 +27,7 @@ import { BadMessageError, MessageTooLargeError, type ReplyAddress } from '../osl
 import { failureFromError, isRemoteSerializable } from '../oslo/failure';
 import { decodeRequest, newId, type RpcRequest } from '../oslo/messages';
 import { FifoSemaphore, KeyedSerializer, RecentIds, type Permit } from './ordering';
-import { osloProperties } from '../oslo/properties';
+import { Refusals } from './refusals';
 import { Replier, type Outcome } from './replier';
 import { deadLetterTopology, serverTopology, type RabbitOptions, type ServerTarget, type ServerTopology } from '../oslo/topology';
 
@@ -63,6 +65,7 @@ const MAX_TIMER_MS = 2_147_483_647;
 export class RpcServer {
   private readonly clock: Clock;
   private readonly replier: Replier;
+  private readonly refusals: Refusals;
   private readonly recent = new RecentIds(RECENT_IDS);
   private readonly serial = new KeyedSerializer();
   private readonly slots: FifoSemaphore;
@@ -70,7 +73,7 @@ export class RpcServer {
   private readonly abort = new AbortController();
   private topology: ServerTopology | undefined;
   private subscription: Subscription | undefined;
-  private counts = { received: 0, duplicates: 0, rejected: 0, completed: 0 };
+  private counts = { received: 0, duplicates: 0, completed: 0 };
 
   constructor(private readonly opts: RpcServerOptions) {
     this.clock = opts.clock ?? systemClock;
@@ -81,10 +84,12 @@ export class RpcServer {
       clock: this.clock,
       retryTimeoutMs: opts.rabbit.kombu_missing_consumer_retry_timeout * 1000,
     });
+    const { broker, logger, deadLetterExchange, prefetch } = opts;
+    this.refusals = new Refusals({ broker, replier: this.replier, logger, deadLetterExchange, maxReplies: prefetch, track: (p) => this.track(p) });
   }
 
   get stats(): RpcServerStats {
-    return { ...this.counts, inProgress: this.slots.inUse + this.slots.queued };
+    return { ...this.counts, rejected: this.refusals.refused, inProgress: this.slots.inUse + this.slots.queued };
   }
 
   /** Declares the topology and starts consuming. @throws TopologyError, RabbitOptionsError */
@@ -150,13 +155,13 @@ export class RpcServer {
       req = decodeRequest(d.body, this.opts.maxMessageBytes);
     } catch (e) {
       const replyTo = e instanceof BadMessageError || e instanceof MessageTooLargeError ? e.replyTo : undefined;
-      this.refuse(d, e, replyTo, undefined);
+      this.refusals.refuse(d, e, replyTo, undefined);
       return;
     }
     try {
       resolved = this.opts.dispatcher.resolve(req);
     } catch (e) {
-      this.refuse(d, e, req.reply, req);
+      this.refusals.refuse(d, e, req.reply, req.method);
       return;
     }
     const id = req.uniqueId ?? `local-${newId()}`;
@@ -219,7 +224,9 @@ export class RpcServer {
         return false;
       }
     }
+    if (resolved.journaled) crashPoint('rpc.before-ack');
     if (!d.ack()) this.opts.logger.debug({ unique_id: id }, 'ack not sent (channel gone); the redelivery will be dropped as a duplicate');
+    if (resolved.journaled) crashPoint('rpc.after-ack');
     return true;
   }
 
@@ -242,6 +249,7 @@ export class RpcServer {
     const status = this.abort.signal.aborted && !outcome.ok ? { status: 'interrupted' as const, reason: 'agent stopping' } : outcome.ok ? { status: 'succeeded' as const } : { status: 'failed' as const, error: outcome.failure.message };
     this.opts.onOutcome?.(req.method, status.status);
     if (resolved.journaled) {
+      crashPoint('rpc.before-complete');
       await this.opts.journal.complete(id, status).catch((e: unknown) => {
         this.opts.logger.error({ unique_id: id, reason: e instanceof Error ? e.message : String(e) }, 'cannot record request completion');
       });
@@ -266,33 +274,5 @@ export class RpcServer {
     };
     void loop().catch(() => undefined);
     return () => stop.abort();
-  }
-
-  /** Bad input: answer a call, log, drop or dead-letter. Never throws. */
-  private refuse(d: Delivery, err: unknown, replyTo: ReplyAddress | undefined, req: RpcRequest | undefined): void {
-    this.counts.rejected++;
-    const reason = err instanceof Error ? err.message : String(err);
-    this.opts.logger.warn(
-      { queue: d.queue, routing_key: d.routingKey, bytes: d.body.length, method: req?.method, msg_id: replyTo?.msgId, reason },
-      replyTo ? 'RPC call refused; failure sent to the caller' : 'RPC message dropped',
-    );
-    if (replyTo) this.track(this.replier.reply(replyTo, { ok: false, failure: failureFromError(err) }));
-    const dlx = this.opts.deadLetterExchange;
-    if (!dlx || replyTo) {
-      d.ack();
-      return;
-    }
-    const headers = { 'x-compute-agent-reason': reason.slice(0, 1000), 'x-original-exchange': d.exchange, 'x-original-routing-key': d.routingKey };
-    this.track(
-      this.opts.broker
-        .publish({ exchange: dlx, routingKey: d.routingKey || d.queue, body: d.body, properties: osloProperties(undefined, headers) })
-        .then(
-          () => void d.ack(),
-          (e: unknown) => {
-            this.opts.logger.error({ reason: e instanceof Error ? e.message : String(e) }, 'dead-lettering failed; message dropped');
-            d.ack();
-          },
-        ),
-    );
   }
 }
