@@ -34,7 +34,8 @@ export const CRASH_POINTS = {
 
   'terminate.recorded': { where: 'agent/compute/lifecycle.ts terminate', after: 'the DELETING record is saved; the guest still exists' },
   'terminate.destroyed': { where: 'agent/compute/lifecycle.ts terminate', after: 'the guest is destroyed; the allocation is still in Placement' },
-  'terminate.freed': { where: 'agent/compute/lifecycle.ts terminate', after: 'the allocation is deleted; the record is not dropped' },
+  'terminate.forgotten': { where: 'agent/compute/lifecycle.ts terminate', after: 'the allocation removal is recorded and the instance record dropped; Placement is not asked yet' },
+  'terminate.freed': { where: 'agent/compute/lifecycle.ts terminate', after: 'the allocation removal was tried once (done, or left to the background retry)' },
 
   'resize.prep.recorded': { where: 'agent/compute/resize.ts prepResize (dest)', after: 'the incoming record is saved; nothing claimed' },
   'resize.prep.claimed': { where: 'agent/compute/resize.ts prepResize (dest)', after: 'the destination\'s claim and the allocation swap are done and saved; resize_instance not cast' },

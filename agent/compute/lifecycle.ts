@@ -124,6 +124,7 @@ export class LifecycleFlows {
       await c.removals.add(uuid, consumers);
       c.claims.release(uuid);
       await c.forget(uuid);
+      crashPoint('terminate.forgotten');
       await c.controlPlane.deleted(uuid, rec, ctx);
       await c.removals.tryNow(consumers, ctx.global_request_id ?? ctx.request_id);
       crashPoint('terminate.freed');
