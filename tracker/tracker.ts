@@ -198,6 +198,7 @@ export class ResourceTracker {
       }
     }
     const result = await this.syncer.sync(tree, moves, { dryRun, listed: true, rootUuid });
+    this.associations.held(this.ownedUuids());
     return { ...result, stats: { ...result.stats, reads: result.stats.reads + ctx.stats.reads }, refreshed };
   }
 

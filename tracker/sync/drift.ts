@@ -14,10 +14,11 @@
  * generation moved by a scheduler's claim looks the same as one moved by an operator, and claims
  * must not turn every cycle into re-reads.
  *
- * A provider never re-read is due at once; after a re-read it is due again `refresh` seconds later,
- * so a change is found at the first cycle at least `refresh` seconds after the previous re-read of
- * that provider (within the interval when cycles run at least that often). A deleted child provider
- * needs none of this: it is missing from the listing and the sync creates it again.
+ * As in nova, the interval starts when the tracker first holds a provider (read at start, or just
+ * created) and again at each re-read; so a change is found at the first cycle at least `refresh`
+ * seconds after the previous read of that provider: within the interval when the cycle period
+ * divides it, at worst one cycle later. A deleted child provider needs none of this: it is missing
+ * from the listing and the sync creates it again.
  *
  * Not here: the repair itself (the sync writes what the driver wants over what was re-read, and the
  * ownership rules decide what it may remove); sharing providers (`sharing.ts`).
@@ -33,7 +34,7 @@ function sameContent(aspect: Aspect, before: AspectData[Aspect] | undefined, aft
 }
 
 export class AssociationRefresh {
-  /** provider -> when its aspects were last re-read (epoch ms). */
+  /** provider -> when the tracker first held it or last re-read it (epoch ms). */
   private readonly readAt = new Map<string, number>();
 
   /** `refreshSeconds` 0 turns the refresh off: what was read once is trusted until a 409 or a cache clear. */
@@ -44,16 +45,17 @@ export class AssociationRefresh {
 
   /**
    * Re-reads the known aspects of `providers` that were read at an older generation than the
-   * listing shows, for providers whose interval has passed. Aspects never read are left to the
-   * sync, which reads them when it needs them.
+   * listing shows, for providers whose interval has passed; starts the interval of providers not
+   * seen before. Aspects never read are left to the sync, which reads them when it needs them.
    */
   async refresh(ctx: SyncContext, providers: readonly string[]): Promise<RefreshReport> {
     const report = { reads: 0, providers: [] as string[], drifted: {} as Record<string, Aspect[]> };
     if (this.refreshSeconds <= 0) return report;
     const now = this.now();
-    const due = (uuid: string): boolean => now - (this.readAt.get(uuid) ?? -Infinity) >= this.refreshSeconds * 1000;
+    const due = (uuid: string): boolean => now - (this.readAt.get(uuid) ?? now) >= this.refreshSeconds * 1000;
     const inTree = new Set(providers);
     for (const uuid of this.readAt.keys()) if (!inTree.has(uuid)) this.readAt.delete(uuid);
+    this.held(providers);
     for (const uuid of providers) {
       const stale = ctx.view.stale(uuid, ASSOCIATIONS).filter((a) => ctx.view.known(uuid, a) !== undefined);
       if (stale.length === 0 || !due(uuid)) continue;
@@ -67,6 +69,13 @@ export class AssociationRefresh {
       }
     }
     return report;
+  }
+
+  /** Starts the interval of providers the cycle created or read for the first time. */
+  held(providers: readonly string[]): void {
+    if (this.refreshSeconds <= 0) return;
+    const now = this.now();
+    for (const uuid of providers) if (!this.readAt.has(uuid)) this.readAt.set(uuid, now);
   }
 
   /** Forgets when providers were re-read (with the cache: everything is read again anyway). */

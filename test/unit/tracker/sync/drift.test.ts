@@ -55,7 +55,16 @@ function setup(refreshSeconds = REFRESH_S) {
     const r = await tracker.updateFromDriver();
     return { ...r, gets: mock.requests.filter((q) => q.method === 'GET').map((q) => q.path.split('?')[0]) };
   };
-  return { mock, api, driver, tracker, root, child, log, outside, cycleAfter };
+  /**
+   * The first cycle made (and so held) the providers: a cycle before the interval is over reads
+   * only the listing; the one when it is over re-reads what moved.
+   */
+  const cycleWhenDue = async () => {
+    const early = await cycleAfter(60);
+    expect(early.stats).toEqual({ reads: 1, writes: 0, conflicts: 0 });
+    return cycleAfter(REFRESH_S - 60);
+  };
+  return { mock, api, driver, tracker, root, child, log, outside, cycleAfter, cycleWhenDue };
 }
 
 afterEach(() => nock.cleanAll());
@@ -78,7 +87,7 @@ describe('association refresh: outside changes to what the agent owns are repair
       const inv = rp.inventories.CUSTOM_MIG_1G_10GB;
       if (inv) inv.total = 3;
     });
-    const r = await h.cycleAfter(60);
+    const r = await h.cycleWhenDue();
     expect(r.refreshed).toEqual({ reads: 3, providers: [h.child], drifted: { [h.child]: ['inventories'] } });
     expect(r.gets).toEqual(['/resource_providers', ...['inventories', 'traits', 'aggregates'].map((a) => `/resource_providers/${h.child}/${a}`)]);
     expect(r.stats).toEqual({ reads: 4, writes: 1, conflicts: 0 });
@@ -94,7 +103,7 @@ describe('association refresh: outside changes to what the agent owns are repair
       const inv = rp.inventories.VCPU;
       if (inv) inv.allocation_ratio = 16;
     });
-    const r = await h.cycleAfter(60);
+    const r = await h.cycleWhenDue();
     expect(r.refreshed?.drifted).toEqual({ [h.root]: ['inventories'] });
     expect(r.stats.writes).toBe(0);
     expect(h.mock.providers.get(h.root)?.inventories.VCPU?.allocation_ratio).toBe(16);
@@ -107,7 +116,7 @@ describe('association refresh: outside changes to what the agent owns are repair
     h.outside(h.root, (rp) => {
       rp.traits = ['CUSTOM_OPERATOR'];
     });
-    const r = await h.cycleAfter(60);
+    const r = await h.cycleWhenDue();
     expect(r.refreshed).toEqual({ reads: 3, providers: [h.root], drifted: { [h.root]: ['traits'] } });
     expect(r.stats).toEqual({ reads: 4, writes: 1, conflicts: 0 });
     expect(h.mock.providers.get(h.root)?.traits.sort()).toEqual(['COMPUTE_NODE', 'CUSTOM_OPERATOR']);
@@ -124,7 +133,7 @@ describe('association refresh: outside changes to what the agent owns are repair
       rp.traits = [...rp.traits, 'CUSTOM_OPERATOR'];
       rp.aggregates = [...rp.aggregates, theirs];
     });
-    const r = await h.cycleAfter(60);
+    const r = await h.cycleWhenDue();
     expect(r.refreshed).toEqual({ reads: 3, providers: [h.child], drifted: { [h.child]: ['traits', 'aggregates'] } });
     expect(r.stats).toEqual({ reads: 4, writes: 0, conflicts: 0 });
     expect(h.mock.providers.get(h.child)?.traits.sort()).toEqual(['CUSTOM_GPU_H100', 'CUSTOM_OPERATOR']);
@@ -137,7 +146,7 @@ describe('association refresh: outside changes to what the agent owns are repair
     h.outside(h.child, (rp) => {
       rp.aggregates = [];
     });
-    const r = await h.cycleAfter(60);
+    const r = await h.cycleWhenDue();
     expect(r.refreshed).toEqual({ reads: 3, providers: [h.child], drifted: { [h.child]: ['aggregates'] } });
     expect(r.stats).toEqual({ reads: 4, writes: 1, conflicts: 0 });
     expect(h.mock.providers.get(h.child)?.aggregates).toEqual([AGG]);
@@ -167,29 +176,40 @@ describe('association refresh: outside changes to what the agent owns are repair
         consumer_generation: null,
       });
     };
-    await claim();
-    // Never re-read before: due at once; nothing drifted.
-    const first = await h.cycleAfter(60);
-    expect(first.refreshed).toEqual({ reads: 3, providers: [h.root], drifted: {} });
+    /** Cycles every 60 s for `seconds`, a claim before each; the cycles' results. */
+    const claimsFor = async (seconds: number) => {
+      const out = [];
+      for (let s = 60; s <= seconds; s += 60) {
+        await claim();
+        out.push(await h.cycleAfter(60));
+      }
+      return out;
+    };
+    const firstInterval = await claimsFor(REFRESH_S);
+    for (const r of firstInterval.slice(0, -1)) expect(r.stats).toEqual({ reads: 1, writes: 0, conflicts: 0 });
+    expect(firstInterval.at(-1)?.refreshed).toEqual({ reads: 3, providers: [h.root], drifted: {} });
     // An outside change right after that re-read, among claims: found when the interval is over.
     h.outside(h.root, (rp) => {
       const inv = rp.inventories.MEMORY_MB;
       if (inv) inv.total = 1024;
     });
-    let repairedAfter: number | undefined;
-    for (let s = 60; s <= REFRESH_S; s += 60) {
-      await claim();
-      const r = await h.cycleAfter(60);
-      if (s < REFRESH_S) {
-        expect(r.stats).toEqual({ reads: 1, writes: 0, conflicts: 0 });
-      } else {
-        expect(r.refreshed).toEqual({ reads: 3, providers: [h.root], drifted: { [h.root]: ['inventories'] } });
-        expect(r.stats).toEqual({ reads: 4, writes: 1, conflicts: 0 });
-        repairedAfter = s;
-      }
-    }
-    expect(repairedAfter).toBe(REFRESH_S);
+    const second = await claimsFor(REFRESH_S);
+    for (const r of second.slice(0, -1)) expect(r.stats).toEqual({ reads: 1, writes: 0, conflicts: 0 });
+    expect(second.at(-1)?.refreshed).toEqual({ reads: 3, providers: [h.root], drifted: { [h.root]: ['inventories'] } });
+    expect(second.at(-1)?.stats).toEqual({ reads: 4, writes: 1, conflicts: 0 });
     expect(h.mock.providers.get(h.root)?.inventories.MEMORY_MB?.total).toBe(8192);
+  });
+
+  test('a provider quiet through its interval is re-read at the first cycle its generation moves', async () => {
+    const h = setup();
+    await h.cycleAfter(0);
+    expect((await h.cycleAfter(2 * REFRESH_S)).stats.reads).toBe(1);
+    h.outside(h.child, (rp) => {
+      rp.traits = [];
+    });
+    const r = await h.cycleAfter(1);
+    expect(r.refreshed).toEqual({ reads: 3, providers: [h.child], drifted: { [h.child]: ['traits'] } });
+    expect(h.mock.providers.get(h.child)?.traits).toEqual(['CUSTOM_GPU_H100']);
   });
 
   test('0 turns the refresh off: an outside change stays until the cache is cleared (SIGHUP)', async () => {
