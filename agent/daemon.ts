@@ -109,7 +109,7 @@ export class Daemon {
     const attempts = Math.max(1, this.deps.startupAttempts ?? 5);
     // The host methods first; the instance methods once the compute manager exists, before consuming starts.
     const dispatcher = registerMethods(new Dispatcher(), hostMethods({ hostUptime: procUptimeProvider('/', () => new Date(), () => driver.getHostUptime()) }));
-    const rpc = new RpcService({ config, logger, journal, dispatcher, topic: COMPUTE_TOPIC, connectAttempts: attempts, onOutcome: (method, outcome) => this.metrics.rpcMessage(method, outcome), clock: this.clock });
+    const rpc = new RpcService({ config, logger, journal, dispatcher, topic: COMPUTE_TOPIC, connectAttempts: attempts, onOutcome: (method, outcome) => this.metrics.rpcMessage(method, outcome), onRecovery: (r) => this.metrics.brokerRecovered(r.outageMs / 1000, r.sinceLastFailureMs / 1000), clock: this.clock });
     this.rpc = rpc;
     // nova mode: the conductor must be reachable first, because an existing compute node's uuid
     // becomes the root provider's uuid (the scheduler maps Placement candidates to nodes by it).

@@ -5,7 +5,8 @@
  *
  * Series (prefix `compute_agent_`): Placement requests by method, route and status; 409s by kind;
  * sync and audit durations; age of the last good audit; reshapes; RPC messages by method and
- * outcome; operations in flight; instances by state; plus Node's default process metrics, which
+ * outcome; operations in flight; instances by state; broker outages (their length, and the time
+ * from the broker's return to consuming again); plus Node's default process metrics, which
  * include event-loop lag (`nodejs_eventloop_lag_seconds`), the signal of a blocking probe.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
@@ -23,6 +24,8 @@ export class AgentMetrics {
   private readonly rpcMessages: Counter<'method' | 'outcome'>;
   private readonly inFlight: Gauge;
   private readonly instances: Gauge<'state'>;
+  private readonly brokerOutageSeconds: Histogram;
+  private readonly brokerBackToConsumingSeconds: Histogram;
   private lastAuditSuccess: number | undefined;
   private readonly collectors: Array<() => void> = [];
 
@@ -38,6 +41,9 @@ export class AgentMetrics {
     this.rpcMessages = new Counter({ name: `${p}rpc_messages_total`, help: 'RPC messages by method and outcome.', labelNames: ['method', 'outcome'], registers });
     this.inFlight = new Gauge({ name: `${p}operations_in_flight`, help: 'Compute operations accepted and not yet finished.', registers });
     this.instances = new Gauge({ name: `${p}instances`, help: 'Instances on this host by vm_state.', labelNames: ['state'], registers });
+    const outageBuckets = [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300];
+    this.brokerOutageSeconds = new Histogram({ name: `${p}broker_outage_seconds`, help: 'Broker outages: from the loss of the connection to consuming again.', buckets: outageBuckets, registers });
+    this.brokerBackToConsumingSeconds = new Histogram({ name: `${p}broker_back_to_consuming_seconds`, help: "From the broker's return (the last failed connection attempt) to consuming again, per outage.", buckets: outageBuckets, registers });
     const lastAuditAge = (): number => (this.lastAuditSuccess === undefined ? -1 : (now() - this.lastAuditSuccess) / 1000);
     new Gauge({
       name: `${p}audit_last_success_age_seconds`,
@@ -77,6 +83,12 @@ export class AgentMetrics {
 
   rpcMessage(method: string, outcome: string): void {
     this.rpcMessages.inc({ method, outcome });
+  }
+
+  /** A broker outage ended: the agent consumes again. */
+  brokerRecovered(outageSeconds: number, backToConsumingSeconds: number): void {
+    this.brokerOutageSeconds.observe(outageSeconds);
+    this.brokerBackToConsumingSeconds.observe(backToConsumingSeconds);
   }
 
   setInFlight(n: number): void {

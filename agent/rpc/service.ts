@@ -15,7 +15,7 @@ import type { RequestJournal } from '../journal/types';
 import type { Logger } from '../../lib/logging/logger';
 import { systemClock, type Clock } from '../../lib/clock';
 import { AmqpBroker } from './amqp/amqp-broker';
-import type { Broker, BrokerStatus } from './amqp/broker';
+import type { Broker, BrokerRecovery, BrokerStatus } from './amqp/broker';
 import { RpcClient } from './endpoint/client';
 import type { Dispatcher } from './endpoint/dispatcher';
 import { RpcServer } from './endpoint/server';
@@ -36,13 +36,22 @@ export interface RpcServiceDeps {
   readonly clock?: Clock;
   /** Told how each request ended (for metrics). */
   readonly onOutcome?: (method: string, outcome: 'succeeded' | 'failed' | 'interrupted') => void;
+  /** Told how each reconnection after a broker outage went (for metrics). */
+  readonly onRecovery?: (recovery: BrokerRecovery) => void;
 }
 
 /** Log lines for broker lifecycle events. */
 function logStatus(logger: Logger, s: BrokerStatus): void {
   switch (s.type) {
     case 'connected':
-      logger.info({ broker: s.broker }, 'broker connected');
+      // After an outage, one line: how long consuming stopped, and at most how long after the
+      // broker was back (counted from the last failed attempt) the agent consumed again.
+      if (s.recovery) {
+        const r = s.recovery;
+        logger.info({ broker: s.broker, outage_s: r.outageMs / 1000, back_to_consuming_s: r.sinceLastFailureMs / 1000, failed_attempts: r.failedAttempts }, 'broker connection recovered; consuming again');
+      } else {
+        logger.info({ broker: s.broker }, 'broker connected');
+      }
       return;
     case 'disconnected':
       logger.warn({ broker: s.broker, reason: s.reason }, 'broker connection lost');
@@ -90,7 +99,10 @@ export class RpcService {
         initialAttempts: deps.connectAttempts,
         connectionName: `compute-agent:${process.pid}:${d.host}`,
       });
-    this.unsubscribe = this.broker.onStatus((s) => logStatus(logger, s));
+    this.unsubscribe = this.broker.onStatus((s) => {
+      logStatus(logger, s);
+      if (s.type === 'connected' && s.recovery) deps.onRecovery?.(s.recovery);
+    });
     this.dispatcher = deps.dispatcher;
     let journal = deps.journal;
     if (!journal) {

@@ -5,8 +5,10 @@
  * top of it: failover across the transport_url hosts (the URL object's fields follow a rotation
  * that advances on every failed or lost connection, round-robin or shuffle as oslo's
  * `kombu_failover_strategy`), oslo's delay (`rabbit_retry_interval` + `rabbit_retry_backoff` per
- * attempt, capped at `rabbit_interval_max`, ±20 % jitter), and a `setup` that re-declares every
- * topology and consumer and then re-publishes unconfirmed messages (`ConfirmPublisher`).
+ * attempt, capped at `rabbit_interval_max`, ±20 % jitter; a refused port is retried without growing
+ * it, see `ReconnectSchedule`), and a `setup` that re-declares every topology and consumer and then
+ * re-publishes unconfirmed messages (`ConfirmPublisher`). The `connected` event after an outage
+ * says how long it took.
  *
  * A consumer or publish channel that closes on its own (a channel error) forces a reconnect, so
  * recovery has one path; the control channel, which the broker closes when it refuses a
@@ -17,10 +19,10 @@ import { connect, type Channel, type ChannelModel, type ConsumeMessage, type Rec
 import type { TransportUrl } from '../../../config/transport-url';
 import type { Logger } from '../../../lib/logging/logger';
 import { applyTopology, ControlChannel, DeclarationLog, isBrokerRefusal, toDelivery } from './amqp-channel';
-import { HostRotation, reconnectDelayMs } from './amqp-failover';
+import { HostRotation, ReconnectSchedule } from './amqp-failover';
 import { ConfirmPublisher } from './amqp-publisher';
 import type { Broker, BrokerStatus, ConsumerSpec, OutgoingMessage, PublishResult, Subscription, Topology } from './broker';
-import { BrokerClosedError, BrokerUnreachableError, TopologyError } from './broker';
+import { BrokerClosedError, BrokerUnreachableError, StatusListeners, TopologyError } from './broker';
 import { describeAmqpError } from './connection';
 import type { RabbitOptions } from './connection';
 
@@ -48,6 +50,7 @@ const refusal = (e: unknown): TopologyError => new TopologyError(describeAmqpErr
 
 export class AmqpBroker implements Broker {
   private readonly rotation: HostRotation;
+  private readonly schedule: ReconnectSchedule;
   private model: RecoveringChannelModel | undefined;
   private live: ChannelModel | undefined;
   private readonly control = new ControlChannel(
@@ -57,7 +60,7 @@ export class AmqpBroker implements Broker {
   private readonly publisher = new ConfirmPublisher();
   private readonly declared = new DeclarationLog();
   private readonly groups: ConsumerGroup[] = [];
-  private readonly listeners = new Set<(s: BrokerStatus) => void>();
+  private readonly status = new StatusListeners();
   private readonly connectWaiters: Array<() => void> = [];
   private closed = false;
   /** Why the last connection ended, for errors that only see "channel ended". */
@@ -66,6 +69,7 @@ export class AmqpBroker implements Broker {
   /** @throws BrokerUnreachableError for a URL without hosts; file errors for unreadable TLS files. */
   constructor(private readonly opts: AmqpBrokerOptions) {
     this.rotation = new HostRotation(opts.transport, opts.rabbit, opts.connectionName ?? `compute-agent:${process.pid}`, opts.random);
+    this.schedule = new ReconnectSchedule(opts.rabbit, opts.random);
   }
 
   get isConnected(): boolean {
@@ -82,14 +86,15 @@ export class AmqpBroker implements Broker {
         waitForConnect: false,
         maxRetries: Infinity,
         initialMaxRetries: Math.max(0, attempts - 1),
-        calculateDelay: (attempt) => reconnectDelayMs(attempt, this.opts.rabbit, this.opts.random),
+        calculateDelay: () => this.schedule.delayMs(),
         setup: (m: ChannelModel) => this.setup(m),
       },
     });
     const m = this.model;
     m.on('connect', (cm: ChannelModel) => {
       this.live = cm;
-      this.emit({ type: 'connected', broker: this.rotation.current.label });
+      const recovery = this.schedule.connected();
+      this.status.emit({ type: 'connected', broker: this.rotation.current.label, ...(recovery ? { recovery } : {}) });
       for (const w of this.connectWaiters.splice(0)) w();
     });
     m.on('disconnect', (err: Error) => this.lost(err, 'disconnected'));
@@ -98,10 +103,10 @@ export class AmqpBroker implements Broker {
       this.lost(err, 'connect-failed');
     });
     m.on('reconnect-scheduled', (i: { attempt: number; delay: number }) =>
-      this.emit({ type: 'reconnect-scheduled', attempt: i.attempt, delayMs: i.delay, next: this.rotation.current.label }),
+      this.status.emit({ type: 'reconnect-scheduled', attempt: i.attempt, delayMs: i.delay, next: this.rotation.current.label }),
     );
-    m.on('blocked', (reason: string) => this.emit({ type: 'blocked', reason }));
-    m.on('unblocked', () => this.emit({ type: 'unblocked' }));
+    m.on('blocked', (reason: string) => this.status.emit({ type: 'blocked', reason }));
+    m.on('unblocked', () => this.status.emit({ type: 'unblocked' }));
     m.on('error', (err: Error) => this.opts.logger.warn({ reason: describeAmqpError(err) }, 'broker connection error'));
     try {
       await m.waitForConnect();
@@ -185,8 +190,7 @@ export class AmqpBroker implements Broker {
   }
 
   onStatus(listener: (s: BrokerStatus) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.status.add(listener);
   }
 
   async close(): Promise<void> {
@@ -198,7 +202,7 @@ export class AmqpBroker implements Broker {
     this.model = undefined;
     this.live = undefined;
     await m?.close().catch(() => undefined);
-    this.emit({ type: 'closed' });
+    this.status.emit({ type: 'closed' });
   }
 
   /** Runs after every (re)connection, before the connection counts as up. */
@@ -237,7 +241,7 @@ export class AmqpBroker implements Broker {
   private onMessage(model: ChannelModel, ch: Channel, group: ConsumerGroup, queue: string, msg: ConsumeMessage | null): void {
     if (msg === null) {
       if (group.cancelled) return;
-      this.emit({ type: 'consumer-cancelled', queue });
+      this.status.emit({ type: 'consumer-cancelled', queue });
       setTimeout(() => this.forceReconnect(model, `consumer of ${queue} cancelled by the broker`), this.opts.rabbit.kombu_reconnect_delay * 1000);
       return;
     }
@@ -276,7 +280,8 @@ export class AmqpBroker implements Broker {
     this.publisher.detach();
     for (const g of this.groups) g.channel = undefined;
     this.lastLoss = describeAmqpError(err);
-    this.emit({ type, broker: this.rotation.current.label, reason: this.lastLoss });
+    this.schedule.failed(type, this.lastLoss);
+    this.status.emit({ type, broker: this.rotation.current.label, reason: this.lastLoss });
     this.rotation.advance();
   }
 
@@ -285,15 +290,5 @@ export class AmqpBroker implements Broker {
     const live = this.live;
     if (live) return Promise.resolve(live);
     return new Promise<void>((resolve) => this.connectWaiters.push(resolve)).then(() => this.whenConnected());
-  }
-
-  private emit(s: BrokerStatus): void {
-    for (const l of this.listeners) {
-      try {
-        l(s);
-      } catch {
-        // a listener's failure must not break the connection's bookkeeping
-      }
-    }
   }
 }

@@ -5,13 +5,22 @@
  * further attempt, capped at `rabbit_interval_max`, with ±20 % jitter so a fleet of agents does
  * not reconnect in lockstep.
  *
+ * One departure from oslo, in `ReconnectSchedule`: an attempt refused at the TCP level
+ * (ECONNREFUSED: nothing listens on the port, the broker is stopped or still booting) does not
+ * grow the delay; the next attempt follows after `rabbit_retry_interval`. Such an attempt is a SYN
+ * answered by the host's kernel: it costs the broker nothing, so it needs no backoff, and it
+ * notices the broker's return within `rabbit_retry_interval` instead of within the grown delay
+ * (up to `rabbit_interval_max`). oslo's growing delay still applies to every attempt that reached
+ * something (a handshake that failed, a timeout, a connection that dropped), where a struggling
+ * broker is what the backoff protects.
+ *
  * amqplib's recovery reconnects one URL object; `url()` returns an object whose fields read the
  * rotation's current host each time amqplib opens a socket. Not here: when to reconnect
  * (amqplib's recovery decides) or what to do after (the broker's setup).
  */
 import type { Options, SocketOptions } from 'amqplib';
 import type { TransportUrl } from '../../../config/transport-url';
-import { BrokerUnreachableError } from './broker';
+import { BrokerUnreachableError, type BrokerRecovery } from './broker';
 import { connectParams, type ConnectParams } from './connection';
 import type { RabbitOptions } from './connection';
 
@@ -20,6 +29,61 @@ export function reconnectDelayMs(attempt: number, r: RabbitOptions, random: () =
   const capMs = r.rabbit_interval_max * 1000;
   const base = Math.min(r.rabbit_interval_max, r.rabbit_retry_interval + r.rabbit_retry_backoff * Math.max(0, attempt - 1)) * 1000;
   return Math.round(Math.min(capMs, base * (0.8 + 0.4 * random())));
+}
+
+/** The reason `describeAmqpError` gives for a TCP connection refused by the host. */
+const REFUSED = 'ECONNREFUSED';
+
+/**
+ * The delay before each reconnection attempt and the account of an outage. Fed every failed
+ * attempt and lost connection, in order; asked for the next delay right after each.
+ *
+ * Ownership: one per AmqpBroker. Concurrency: single event loop.
+ */
+export class ReconnectSchedule {
+  /** Failures, since the last connection, where something answered (not refused). */
+  private reached = 0;
+  private lastRefused = false;
+  private everConnected = false;
+  private lostAt: number | undefined;
+  private lastFailureAt: number | undefined;
+  private failedAttempts = 0;
+
+  constructor(
+    private readonly rabbit: RabbitOptions,
+    private readonly random: () => number = Math.random,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The live connection was lost, or an attempt failed (`reason` as `describeAmqpError` gives it). */
+  failed(what: 'disconnected' | 'connect-failed', reason: string): void {
+    if (what === 'disconnected') this.lostAt ??= this.now();
+    else this.failedAttempts++;
+    this.lastFailureAt = this.now();
+    this.lastRefused = reason === REFUSED;
+    if (!this.lastRefused) this.reached++;
+  }
+
+  /** The delay before the next attempt, in ms. */
+  delayMs(): number {
+    return reconnectDelayMs(this.lastRefused ? 1 : Math.max(1, this.reached), this.rabbit, this.random);
+  }
+
+  /** A connection is up and set up: how the outage went (undefined for the first connection). */
+  connected(): BrokerRecovery | undefined {
+    const at = this.now();
+    const recovery =
+      this.everConnected && this.lostAt !== undefined
+        ? { outageMs: at - this.lostAt, sinceLastFailureMs: at - (this.lastFailureAt ?? this.lostAt), failedAttempts: this.failedAttempts }
+        : undefined;
+    this.everConnected = true;
+    this.reached = 0;
+    this.lastRefused = false;
+    this.lostAt = undefined;
+    this.lastFailureAt = undefined;
+    this.failedAttempts = 0;
+    return recovery;
+  }
 }
 
 /** Ownership: one per AmqpBroker. */

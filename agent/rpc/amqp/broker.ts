@@ -103,9 +103,22 @@ export interface OutgoingMessage {
 /** `returned`: mandatory and no queue took it (the broker still confirmed it). */
 export type PublishResult = 'confirmed' | 'returned';
 
+/** How a reconnection after a lost connection went (absent on the first connection). */
+export interface BrokerRecovery {
+  /** From the connection's loss to consuming again. */
+  readonly outageMs: number;
+  /**
+   * From the last failed connection attempt to consuming again: the broker was still unusable
+   * then, so this bounds the time from its return to consuming (reconnect delay and re-setup).
+   */
+  readonly sinceLastFailureMs: number;
+  /** Connection attempts that failed during the outage. */
+  readonly failedAttempts: number;
+}
+
 /** Lifecycle events, for logs and metrics. */
 export type BrokerStatus =
-  | { readonly type: 'connected'; readonly broker: string }
+  | { readonly type: 'connected'; readonly broker: string; readonly recovery?: BrokerRecovery }
   | { readonly type: 'disconnected'; readonly broker: string; readonly reason: string }
   | { readonly type: 'connect-failed'; readonly broker: string; readonly reason: string }
   | { readonly type: 'reconnect-scheduled'; readonly attempt: number; readonly delayMs: number; readonly next: string }
@@ -113,6 +126,27 @@ export type BrokerStatus =
   | { readonly type: 'unblocked' }
   | { readonly type: 'consumer-cancelled'; readonly queue: string }
   | { readonly type: 'closed' };
+
+/** The listeners of `Broker.onStatus`: one that throws neither stops the others nor the caller. */
+export class StatusListeners {
+  private readonly listeners = new Set<(s: BrokerStatus) => void>();
+
+  /** Returns the unsubscribe function. */
+  add(listener: (s: BrokerStatus) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  emit(s: BrokerStatus): void {
+    for (const l of this.listeners) {
+      try {
+        l(s);
+      } catch {
+        // a listener's failure must not break the connection's bookkeeping
+      }
+    }
+  }
+}
 
 /**
  * A connection to a message broker that survives broker restarts and failovers.

@@ -5,7 +5,7 @@ import type { ConfirmChannel } from 'amqplib';
 import { parseTransportUrl } from '../../../../config/transport-url';
 import { amqpArguments, isBrokerRefusal } from '../../../../agent/rpc/amqp/amqp-channel';
 import { describeAmqpError } from '../../../../agent/rpc/amqp/connection';
-import { HostRotation, reconnectDelayMs } from '../../../../agent/rpc/amqp/amqp-failover';
+import { HostRotation, ReconnectSchedule, reconnectDelayMs } from '../../../../agent/rpc/amqp/amqp-failover';
 import { ConfirmPublisher } from '../../../../agent/rpc/amqp/amqp-publisher';
 import { BrokerClosedError, PublishAbortedError, PublishNackedError, type OutgoingMessage } from '../../../../agent/rpc/amqp/broker';
 import { RABBIT } from './harness';
@@ -16,6 +16,56 @@ test("reconnect delay: oslo's 1 s + 2 s per attempt, capped at 30 s, ±20 % jitt
   expect(reconnectDelayMs(2, RABBIT, () => 0)).toBe(2400);
   expect(reconnectDelayMs(2, RABBIT, () => 0.999999)).toBeLessThanOrEqual(3600);
   expect(reconnectDelayMs(40, RABBIT, () => 0.999999)).toBe(30000);
+});
+
+test("reconnect schedule: a refused port is retried every rabbit_retry_interval; anything that answered backs off as oslo's", () => {
+  const s = new ReconnectSchedule(RABBIT, () => 0.5, () => 0);
+  s.connected();
+  s.failed('disconnected', 'CONNECTION_FORCED - broker forced connection closure with reason \'shutdown\'');
+  expect(s.delayMs()).toBe(1000);
+  for (let i = 0; i < 20; i++) {
+    s.failed('connect-failed', 'ECONNREFUSED');
+    expect(s.delayMs()).toBe(1000); // oslo alone would be at 30 s by now
+  }
+  // The port answers but the connection fails: oslo's growth resumes from the failures that reached something.
+  s.failed('connect-failed', 'ECONNRESET');
+  expect(s.delayMs()).toBe(3000);
+  s.failed('connect-failed', 'ETIMEDOUT');
+  expect(s.delayMs()).toBe(5000);
+  s.failed('connect-failed', 'ECONNREFUSED');
+  expect(s.delayMs()).toBe(1000);
+  s.failed('connect-failed', 'access refused (check the user and password in transport_url)');
+  expect(s.delayMs()).toBe(7000);
+  // A new connection starts the count again.
+  s.connected();
+  s.failed('disconnected', 'ECONNRESET');
+  expect(s.delayMs()).toBe(1000);
+  // The operator's interval is the cadence of refused retries (with the same jitter).
+  const slow = new ReconnectSchedule({ ...RABBIT, rabbit_retry_interval: 4 }, () => 0, () => 0);
+  slow.failed('connect-failed', 'ECONNREFUSED');
+  expect(slow.delayMs()).toBe(3200);
+});
+
+test('reconnect schedule: the account of an outage, none for the first connection', () => {
+  let now = 1000;
+  const s = new ReconnectSchedule(RABBIT, () => 0.5, () => now);
+  s.failed('connect-failed', 'ECONNREFUSED'); // at start-up: not an outage
+  now = 2000;
+  expect(s.connected()).toBeUndefined();
+  now = 10_000;
+  s.failed('disconnected', 'ECONNRESET');
+  for (const t of [11_000, 12_000, 13_000]) {
+    now = t;
+    s.failed('connect-failed', 'ECONNREFUSED');
+  }
+  now = 13_400;
+  expect(s.connected()).toEqual({ outageMs: 3400, sinceLastFailureMs: 400, failedAttempts: 3 });
+  now = 20_000;
+  s.failed('disconnected', 'ECONNRESET');
+  now = 21_500; // reconnected at the first attempt
+  expect(s.connected()).toEqual({ outageMs: 1500, sinceLastFailureMs: 1500, failedAttempts: 0 });
+  now = 30_000;
+  expect(s.connected()).toBeUndefined(); // no loss since
 });
 
 test('rotation: round-robin over the transport_url hosts; the URL object follows it', () => {

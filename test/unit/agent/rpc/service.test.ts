@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { loadConfig } from '../../../../config/loader';
 import { createLogger } from '../../../../lib/logging/logger';
 import { FakeBroker } from '../../../helpers/fake-broker';
+import { AgentMetrics } from '../../../../agent/ops/metrics';
+import type { BrokerStatus } from '../../../../agent/rpc/amqp/broker';
 import { RpcService } from '../../../../agent/rpc/service';
 import { hostMethods } from '../../../../agent/compute/adapters/host-methods';
 import { COMPUTE_TOPIC } from '../../../../agent/compute/method-table';
@@ -53,5 +55,41 @@ test('rabbit_qos_prefetch_count wins over the pool size; a dead-letter exchange 
   await svc.start();
   expect(lines.join('')).toContain('"prefetch":7');
   expect(broker.hasQueue('agent-dlx')).toBe(true);
+  await svc.stop(1000);
+});
+
+/** The fake broker, with a hand on the status listeners the service subscribed. */
+class StatusFakeBroker extends FakeBroker {
+  readonly subscribed: Array<(s: BrokerStatus) => void> = [];
+  override onStatus(listener: (s: BrokerStatus) => void): () => void {
+    this.subscribed.push(listener);
+    return super.onStatus(listener);
+  }
+}
+
+test('a reconnection after an outage: one info line with the time from the broker’s return to consuming, and the /metrics histograms', async () => {
+  const lines: string[] = [];
+  const { logger } = createLogger({ sink: { write: (l) => void lines.push(l) } });
+  const metrics = new AgentMetrics(Date.now, false);
+  const broker = new StatusFakeBroker();
+  const svc = new RpcService({
+    config: config(),
+    logger,
+    broker,
+    dispatcher: new Dispatcher(),
+    topic: 'compute',
+    onRecovery: (r) => metrics.brokerRecovered(r.outageMs / 1000, r.sinceLastFailureMs / 1000),
+  });
+  for (const l of broker.subscribed) l({ type: 'connected', broker: 'mq:5672', recovery: { outageMs: 18_750, sinceLastFailureMs: 1_390, failedAttempts: 18 } });
+  const recovered = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === 'broker connection recovered; consuming again');
+  expect(recovered).toEqual([expect.objectContaining({ level: 'info', broker: 'mq:5672', outage_s: 18.75, back_to_consuming_s: 1.39, failed_attempts: 18 })]);
+  const { body } = await metrics.render();
+  expect(body).toContain('compute_agent_broker_back_to_consuming_seconds_bucket{le="2"} 1');
+  expect(body).toContain('compute_agent_broker_back_to_consuming_seconds_bucket{le="1"} 0');
+  expect(body).toContain('compute_agent_broker_outage_seconds_sum 18.75');
+  // The first connection is no outage: the plain line, nothing observed.
+  for (const l of broker.subscribed) l({ type: 'connected', broker: 'mq:5672' });
+  expect(lines.join('')).toContain('"msg":"broker connected"');
+  expect((await metrics.render()).body).toContain('compute_agent_broker_outage_seconds_count 1');
   await svc.stop(1000);
 });
