@@ -229,6 +229,7 @@ export class Daemon {
     const rpc = this.rpc;
     this.rpc = undefined;
     if (rpc) await rpc.stop(config.DEFAULT.graceful_shutdown_timeout * 1000).catch(() => undefined);
+    await this.manager?.removals.stop();
     this.parts?.auditor.stop();
     await this.parts?.auditor.settle();
     await this.driver?.cleanupHost(config.DEFAULT.host).catch(() => undefined);

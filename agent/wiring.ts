@@ -62,6 +62,7 @@ export async function createTracker(
     ...(opts.persistOwnership === false ? {} : { statePath: config.DEFAULT.state_path }),
     initialRatios: initialRatiosFrom(config.DEFAULT),
     associationRefreshSeconds: config.compute.resource_provider_association_refresh,
+    retryDeadlineSeconds: config.placement.retry_deadline,
     logger,
   });
   await tracker.init();

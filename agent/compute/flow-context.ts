@@ -1,7 +1,7 @@
 /**
  * What a compute flow works with, and nothing more: this host's name, the instance records (the
  * durable store, written before the side effect a new state describes), per-instance locks, the
- * claim service (every claim and allocation write), the virt driver, the other compute hosts, the
+ * claim service (every claim and allocation write), the removals deletes owe, the virt driver, the other compute hosts, the
  * control plane that hears about each step, a logger, the clock and the timeout of agent-to-agent
  * calls. Each flow file takes the `Pick<FlowContext, ...>` it uses; `ComputeManager` builds the one
  * context (`flowContext`) and hands it out.
@@ -15,6 +15,7 @@ import type { VirtDriver } from '../../virt-drivers/driver';
 import type { ControlPlane } from './control-plane';
 import type { InstanceLocks } from './locks';
 import type { ComputePeers, RecordStore, RequestContext } from './ports';
+import type { AllocationRemovals } from './removals';
 import type { FlowStep } from './transitions';
 
 /** The record kind instances are stored under. */
@@ -36,6 +37,8 @@ export interface FlowContext extends InstanceRecords {
   /** Every step runs holding its instance's lock. */
   readonly locks: InstanceLocks;
   readonly claims: ClaimService;
+  /** Allocation removals a delete owes Placement, retried until done (`removals.ts`). */
+  readonly removals: AllocationRemovals;
   readonly driver: VirtDriver;
   readonly peers: ComputePeers;
   readonly controlPlane: ControlPlane;

@@ -22,6 +22,7 @@ import { flowContext, type FlowContext } from './flow-context';
 import { LifecycleFlows, type BuildOptions } from './lifecycle';
 import { LiveFlows } from './live';
 import type { ComputePeers, Notifier, RecordStore, RequestContext } from './ports';
+import { AllocationRemovals } from './removals';
 import { ResizeFlows } from './resize';
 
 export type { BuildOptions } from './lifecycle';
@@ -53,6 +54,8 @@ export class ComputeManager {
   readonly context: FlowContext;
   readonly resize: ResizeFlows;
   readonly live: LiveFlows;
+  /** Allocation removals deletes owe Placement; the daemon stops their drain on shutdown. */
+  readonly removals: AllocationRemovals;
   private readonly lifecycle: LifecycleFlows;
 
   constructor(readonly deps: ManagerDeps) {
@@ -62,11 +65,13 @@ export class ComputeManager {
       new NotifierControlPlane(deps.notifier, deps.host, (event, instance, reason) => log.warn({ instance, event, reason }, 'notification not sent'), {
         schedulerClaims: deps.schedulerClaims ?? false,
       });
+    this.removals = new AllocationRemovals({ store: deps.store, claims: deps.claims, log });
     this.context = flowContext({
       host: deps.host,
       store: deps.store,
       locks: this.locks,
       claims: deps.claims,
+      removals: this.removals,
       driver: deps.driver,
       peers: deps.peers,
       controlPlane: this.controlPlane,
@@ -103,7 +108,7 @@ export class ComputeManager {
 
   /** Consumers with an operation under way: the audit must not call them orphaned. */
   inFlight(): Set<string> {
-    const out = new Set<string>(this.locks.busy());
+    const out = new Set<string>([...this.locks.busy(), ...this.removals.pending()]);
     for (const r of this.instances()) {
       if (r.task_state || r.vm_state === 'building') out.add(r.uuid);
       if (r.migration) out.add(r.migration.uuid).add(r.uuid);

@@ -2,6 +2,8 @@
  * Start-up recovery, run before the agent consumes RPC (nova's `init_host`, done from a journal
  * instead of guesses):
  *
+ * 0. Allocation removals that deletes recorded and Placement has not yet done are drained again in
+ *    the background (`removals.ts`).
  * 1. Every request the journal accepted but never completed runs again, in arrival order. The
  *    flows resume from the state they recorded before each side effect, so a build finishes, a
  *    migration step is completed or rolled back, a delete completes. A call's caller has given up
@@ -12,8 +14,10 @@
  * 3. Records are reconciled with the driver: an ACTIVE instance the hypervisor no longer has goes
  *    to ERROR with a fault saying so; a guest the agent has no record of is reported.
  * 4. Records are reconciled with Placement: a stable instance whose allocation is missing gets it
- *    written back (consumer generation null, so nothing is overwritten).
+ *    written back (consumer generation null, so nothing is overwritten). Placement unavailable
+ *    past the deadline leaves the instance to the audit, which reports a missing allocation.
  */
+import { PlacementOutageError } from '../../tracker/claims/errors';
 import type { JournalRequest, RequestOutcome } from '../journal/types';
 import type { FlowContext } from './flow-context';
 import { putInError } from './flow-steps';
@@ -37,13 +41,14 @@ export interface RecoveryReport {
 }
 
 /** What recovery works with. */
-export type RecoveryContext = Pick<FlowContext, 'claims' | 'driver' | 'log' | 'instances' | 'save' | 'notify'>;
+export type RecoveryContext = Pick<FlowContext, 'claims' | 'removals' | 'driver' | 'log' | 'instances' | 'save' | 'notify'>;
 
 export async function recover(c: RecoveryContext, journal: PendingRequests, methods: readonly ComputeMethod[]): Promise<RecoveryReport> {
   const log = c.log;
   const table = new Map(methods.map((x) => [`${x.namespace ?? ''}/${x.name}`, x]));
   let replayed = 0;
   let failed = 0;
+  c.removals.start();
   for (const req of journal.pending()) {
     const method = table.get(`${req.namespace ?? ''}/${req.method}`);
     const ctx = req.context as RequestContext;
@@ -69,7 +74,7 @@ export async function recover(c: RecoveryContext, journal: PendingRequests, meth
   const none: RequestContext = { request_id: 'req-recovery' };
   for (const rec of c.instances()) {
     if (rec.vm_state === 'building') {
-      await c.claims.forceDelete(rec.uuid).catch(() => undefined);
+      await c.claims.forceDeleteOnce(rec.uuid).catch(() => undefined);
       await c.driver.destroy(rec).catch(() => undefined);
       rec.allocations = {};
       await putInError(c, rec, 'the build was interrupted and no request is left to finish it', none, 'create.error');
@@ -94,13 +99,14 @@ export async function recover(c: RecoveryContext, journal: PendingRequests, meth
   for (const rec of c.instances()) {
     if (rec.migration || rec.task_state || (rec.vm_state !== 'active' && rec.vm_state !== 'stopped')) continue;
     if (Object.keys(rec.allocations).length === 0) continue;
-    const have = await c.claims.read(rec.uuid);
-    if (Object.keys(have).length > 0) continue;
     try {
+      const have = await c.claims.read(rec.uuid);
+      if (Object.keys(have).length > 0) continue;
       await c.claims.restore(rec.uuid, rec.allocations, rec.project_id, rec.user_id);
       rewrittenAllocations.push(rec.uuid);
     } catch (e) {
       log.warn({ instance: rec.uuid, reason: (e as Error).message }, 'could not restore a missing allocation');
+      if (e instanceof PlacementOutageError) break; // each further instance would wait out the deadline again
     }
   }
   const report = { replayed, failed, erroredBuilds, vanished, unknownGuests, rewrittenAllocations };

@@ -6,7 +6,7 @@
  * `application_credential_secret`) are marked so the loader masks them in logs and errors.
  */
 import { z } from 'zod';
-import { choice, float, httpUrl, list, option, optPath, str } from '../types';
+import { choice, float, httpUrl, int, list, option, optPath, str } from '../types';
 
 export const AUTH_TYPES = ['noauth', 'password', 'v3applicationcredential'] as const;
 
@@ -62,5 +62,15 @@ export const placementSection = z.object({
     help: 'Seconds before a Placement request is abandoned.',
     default: '30',
     expected: 'a number > 0 (seconds)',
+  }),
+  retry_deadline: option(int(0), {
+    help:
+      'Seconds one operation (a build\'s claim, a move\'s swap, confirm, revert) keeps retrying, with backoff, while ' +
+      'Placement is unreachable or answers 5xx, before it fails with a fault naming the outage; keystoneauth\'s ' +
+      'connect_retries and status_code_retries count attempts of one request, this bounds the whole operation. A ' +
+      '4xx or a conflict fails the operation at once. Allocation removals of deleted instances are retried until they ' +
+      'succeed, whatever this says. 0 fails on the first outage.',
+    default: '300',
+    expected: 'an integer >= 0 (seconds)',
   }),
 });

@@ -1,8 +1,9 @@
 /**
  * The ways a claim can be refused or fail, one class each, so flows and the RPC layer branch on
  * types: the host has no room, the claim breaks an inventory rule, a scheduler's claim is not the
- * flavor's or not on this host, someone else changed the consumer, or the flavor's extra specs are
- * malformed. Placement's own failures keep their classes (`../placement/errors.ts`).
+ * flavor's or not on this host, someone else changed the consumer, the flavor's extra specs are
+ * malformed, or Placement stayed unavailable past the operation's deadline. Placement's own
+ * failures keep their classes (`../placement/errors.ts`).
  */
 
 /** The host cannot take the request, as far as this agent can tell. */
@@ -54,5 +55,21 @@ export class InvalidExtraSpecError extends Error {
   ) {
     super(`flavor.extra_specs.${key} = ${JSON.stringify(value)}: expected ${expected}`);
     this.name = 'InvalidExtraSpecError';
+  }
+}
+
+/**
+ * Placement stayed unreachable (or answered 5xx) for the whole `[placement] retry_deadline` of an
+ * operation; `cause` is the last failure. Not a refusal: nothing says the request was wrong.
+ */
+export class PlacementOutageError extends Error {
+  constructor(
+    readonly operation: string,
+    readonly elapsedMs: number,
+    readonly deadlineMs: number,
+    cause: Error,
+  ) {
+    super(`Placement unavailable for ${Math.round(elapsedMs / 1000)} s during ${operation} (retry_deadline ${Math.round(deadlineMs / 1000)} s): ${cause.message}`, { cause });
+    this.name = 'PlacementOutageError';
   }
 }

@@ -7,8 +7,11 @@
  *
  * Contracts: a claim is recorded in the book before its write and released when the write fails;
  * every write reads the consumer generations right before it; a consumer-generation conflict is
- * an `AllocationConflictError`, never retried; provider-generation conflicts are retried. It is
- * not: the instance's state or records (the compute flows), nor the sync of inventories.
+ * an `AllocationConflictError`, never retried; provider-generation conflicts are retried. While
+ * Placement is unreachable or answers 5xx, every operation is run again, reads and write, until
+ * the `[placement] retry_deadline` passes (`retry.ts`; then `PlacementOutageError`); a claim or
+ * swap run again may find its own earlier write landed and adopts it. It is not: the instance's
+ * state or records (the compute flows), nor the sync of inventories.
  */
 import type { Flavor, InstanceRecord } from '../../model/instance';
 import type { ProviderSnapshot, Resources } from '../../model/provider-types';
@@ -18,6 +21,7 @@ import { AllocationWriter, flatten, type Allocs } from './allocations';
 import { ClaimBook } from './book';
 import { placeRequest } from './place';
 import { requestFromFlavor, totalsOf } from './request';
+import { OutageRetry, type OutageRetryOptions } from './retry';
 
 /** The host's providers as the tracker last knew them. */
 export interface ClaimScope {
@@ -33,6 +37,8 @@ export interface ClaimServiceDeps {
   readonly view: PlacementView;
   readonly scope: ClaimScope;
   readonly now?: () => number;
+  /** How operations ride out a Placement outage; without it, an outage fails the operation at once. */
+  readonly retry?: OutageRetryOptions;
 }
 
 /** How a claim is made. */
@@ -59,9 +65,11 @@ export type ClaimingInstance = Pick<InstanceRecord, 'uuid' | 'flavor' | 'project
 export class ClaimService {
   private readonly book: ClaimBook;
   private readonly writes: AllocationWriter;
+  private readonly retry: OutageRetry;
 
   constructor(private readonly deps: ClaimServiceDeps) {
     this.book = new ClaimBook(deps.view, deps.now);
+    this.retry = new OutageRetry(deps.retry ?? { deadlineMs: 0 });
     this.writes = new AllocationWriter(deps.api, (rp) => deps.scope.sharingProviders().some((p) => p.uuid === rp));
   }
 
@@ -72,9 +80,13 @@ export class ClaimService {
    * `resuming`, a consumer already holding the flavor's size on this host is adopted instead.
    * @returns the allocations the instance holds
    * @throws InvalidExtraSpecError, InsufficientResourcesError, InvalidClaimError, ClaimMismatchError,
-   *   AllocationConflictError (the consumer exists), Placement errors
+   *   AllocationConflictError (the consumer exists), PlacementOutageError, Placement errors
    */
-  async claimForBuild(inst: ClaimingInstance, opts: ClaimOptions): Promise<Allocs> {
+  claimForBuild(inst: ClaimingInstance, opts: ClaimOptions): Promise<Allocs> {
+    return this.retry.run(`claim for ${inst.uuid}`, (attempt) => this.claimForBuildOnce(inst, attempt > 1 ? { ...opts, resuming: true } : opts));
+  }
+
+  private async claimForBuildOnce(inst: ClaimingInstance, opts: ClaimOptions): Promise<Allocs> {
     const want = totalsOf(requestFromFlavor(inst.flavor));
     if (opts.resuming && !opts.schedulerClaimed) {
       // The claim may have been written before the crash. If the consumer holds what this flavor
@@ -108,9 +120,15 @@ export class ClaimService {
    * sharing-provider allocations stay). `resuming`: a replay that finds the swap done keeps it.
    * The in-flight claim stays recorded when the swap fails; the caller releases it.
    * @throws InvalidExtraSpecError, InsufficientResourcesError, InvalidClaimError, ClaimMismatchError,
-   *   AllocationConflictError (the instance holds nothing, or changed), Placement errors
+   *   AllocationConflictError (the instance holds nothing, or changed), PlacementOutageError, Placement errors
    */
-  async claimMoveDestination(instance: string, migration: string, flavor: Flavor, opts: ClaimOptions): Promise<MoveClaim> {
+  claimMoveDestination(instance: string, migration: string, flavor: Flavor, opts: ClaimOptions): Promise<MoveClaim> {
+    return this.retry.run(`move claim for ${instance}`, (attempt) =>
+      this.claimMoveDestinationOnce(instance, migration, flavor, attempt > 1 ? { ...opts, resuming: true } : opts),
+    );
+  }
+
+  private async claimMoveDestinationOnce(instance: string, migration: string, flavor: Flavor, opts: ClaimOptions): Promise<MoveClaim> {
     if (opts.schedulerClaimed) {
       const have = await this.read(instance);
       this.verify(instance, have, totalsOf(requestFromFlavor(flavor)));
@@ -124,29 +142,31 @@ export class ClaimService {
   /**
    * Confirms a move (resize confirmed, live migration done): empties the migration consumer with
    * its generation; nothing when it is already gone.
-   * @throws AllocationConflictError, Placement errors
+   * @throws AllocationConflictError, PlacementOutageError, Placement errors
    */
   confirmMove(migration: string, requestId?: string): Promise<void> {
-    return this.writes.dropMigration(migration, requestId);
+    return this.retry.run(`confirm of migration ${migration}`, () => this.writes.dropMigration(migration, requestId));
   }
 
   /**
    * Reverts a move: the migration's (source) allocations go back to the instance in ONE
    * `POST /allocations` (sharing-provider allocations stay); nothing when the migration holds none.
-   * @throws AllocationConflictError, Placement errors
+   * @throws AllocationConflictError, PlacementOutageError, Placement errors
    */
   revertMove(instance: string, migration: string, requestId?: string): Promise<void> {
-    return this.writes.revertMove(instance, migration, requestId);
+    return this.retry.run(`revert of migration ${migration}`, () => this.writes.revertMove(instance, migration, requestId));
   }
 
   /**
    * Reverts a move only if the migration consumer holds allocations: a step interrupted by a
    * restart may or may not have swapped. Writes as `revertMove`.
-   * @throws AllocationConflictError, Placement errors
+   * @throws AllocationConflictError, PlacementOutageError, Placement errors
    */
-  async revertMoveIfSwapped(instance: string, migration: string): Promise<void> {
-    const held = await this.writes.read(migration);
-    if (held.consumer_generation !== undefined && Object.keys(held.allocations).length > 0) await this.writes.revertMove(instance, migration);
+  revertMoveIfSwapped(instance: string, migration: string): Promise<void> {
+    return this.retry.run(`revert of migration ${migration}`, async () => {
+      const held = await this.writes.read(migration);
+      if (held.consumer_generation !== undefined && Object.keys(held.allocations).length > 0) await this.writes.revertMove(instance, migration);
+    });
   }
 
   /**
@@ -157,23 +177,39 @@ export class ClaimService {
     this.book.release(consumer);
   }
 
-  /** Removes every allocation of `consumer`, whatever its generation. Writes `DELETE /allocations/{consumer}`. @throws Placement errors */
+  /**
+   * Removes every allocation of `consumer`, whatever its generation. Writes `DELETE
+   * /allocations/{consumer}` (idempotent: nothing held is success).
+   * @throws PlacementOutageError, Placement errors
+   */
   forceDelete(consumer: string, requestId?: string): Promise<void> {
+    return this.retry.run(`removal of ${consumer}'s allocations`, () => this.writes.forceDelete(consumer, requestId));
+  }
+
+  /**
+   * `forceDelete` with one attempt (the transport's own retries only), for callers that keep
+   * their own durable retry. @throws Placement errors
+   */
+  forceDeleteOnce(consumer: string, requestId?: string): Promise<void> {
     return this.writes.forceDelete(consumer, requestId);
   }
 
   /**
    * Writes back allocations a consumer is known to hold but Placement lost (`PUT` with
-   * consumer_generation null, so nothing is overwritten). Records nothing in flight.
-   * @throws AllocationConflictError (the consumer exists), Placement errors
+   * consumer_generation null, so nothing is overwritten). Records nothing in flight. Run again
+   * after an outage, a consumer that holds allocations by then is left as it is.
+   * @throws AllocationConflictError (the consumer exists), PlacementOutageError, Placement errors
    */
   restore(consumer: string, allocs: Allocs, project: string, user: string): Promise<void> {
-    return this.writes.claimNew(consumer, allocs, project, user);
+    return this.retry.run(`restore of ${consumer}'s allocations`, async (attempt) => {
+      if (attempt > 1 && Object.keys((await this.writes.read(consumer)).allocations).length > 0) return;
+      await this.writes.claimNew(consumer, allocs, project, user);
+    });
   }
 
-  /** What `consumer` holds in Placement now: provider uuid -> resources (empty when nothing). Writes nothing. @throws Placement errors */
+  /** What `consumer` holds in Placement now: provider uuid -> resources (empty when nothing). Writes nothing. @throws PlacementOutageError, Placement errors */
   async read(consumer: string): Promise<Record<string, Resources>> {
-    return flatten(await this.writes.read(consumer));
+    return flatten(await this.retry.run(`read of ${consumer}'s allocations`, () => this.writes.read(consumer)));
   }
 
   /** Whether `consumer` has a claim in flight. */
