@@ -16,7 +16,7 @@
 import cron, { type ScheduledTask } from 'node-cron';
 import type { Logger } from '../lib/logging/logger';
 import type { PlacementApi } from './placement/api';
-import { ConsumerGenerationConflictError, PlacementError } from './placement/errors';
+import { ConsumerGenerationConflictError, malformedFields, PlacementError } from './placement/errors';
 import type { SyncResult } from './sync/context';
 import type { ResourceTracker } from './tracker';
 import type { Resources } from '../model/provider-types';
@@ -96,7 +96,7 @@ export class Auditor {
       return r;
     } catch (e) {
       this.lastError = (e as Error).message;
-      this.deps.logger.error({ reason: this.lastError }, 'audit failed; the next run retries');
+      this.deps.logger.error({ reason: this.lastError, ...malformedFields(e) }, 'audit failed; the next run retries');
       this.deps.onAudit?.('error', took(), undefined);
       return undefined;
     }
@@ -176,7 +176,7 @@ export class Auditor {
       return true;
     } catch (e) {
       if (e instanceof ConsumerGenerationConflictError) logger.info({ consumer }, 'not healed: the consumer changed meanwhile');
-      else if (e instanceof PlacementError) logger.warn({ consumer, reason: e.message }, 'not healed');
+      else if (e instanceof PlacementError) logger.warn({ consumer, reason: e.message, ...malformedFields(e) }, 'not healed');
       else throw e;
       return false;
     }

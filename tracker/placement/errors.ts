@@ -71,10 +71,13 @@ export class MalformedResponseError extends PlacementUnavailableError {
   }
 }
 
-/** The first `MalformedResponseError` in `e`'s cause chain, for log lines that name route and field. */
-export function malformedCause(e: unknown): MalformedResponseError | undefined {
-  for (let x: unknown = e; x instanceof Error; x = x.cause) if (x instanceof MalformedResponseError) return x;
-  return undefined;
+/**
+ * `{ route, field }` of the first `MalformedResponseError` in `e`'s cause chain, to spread into a
+ * log line; `{}` when there is none.
+ */
+export function malformedFields(e: unknown): { readonly route?: string; readonly field?: string } {
+  for (let x: unknown = e; x instanceof Error; x = x.cause) if (x instanceof MalformedResponseError) return { route: x.route, field: x.field };
+  return {};
 }
 /** 401/403: the token was refused, or the credentials cannot get one. */
 export class PlacementAuthError extends PlacementError {}

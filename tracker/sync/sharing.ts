@@ -27,9 +27,14 @@ export class SharingProviders {
     const key = [...aggregates].sort().join(',');
     const stale = key !== this.key || (this.refreshMs > 0 && this.now() - this.at > this.refreshMs);
     if (!stale) return this.cached;
-    this.key = key;
-    this.at = this.now();
-    if (aggregates.length === 0) return (this.cached = []);
+    // Remembered only once the lookup succeeds: a failed one (an outage, a malformed answer) is
+    // tried again by the next cycle, not after the refresh interval.
+    const at = this.now();
+    const remember = (found: ProviderSnapshot[]): ProviderSnapshot[] => {
+      [this.key, this.at] = [key, at];
+      return (this.cached = found);
+    };
+    if (aggregates.length === 0) return remember([]);
     stats.reads++;
     const records = await this.api.sharingProviders(aggregates);
     const out: ProviderSnapshot[] = [];
@@ -47,7 +52,7 @@ export class SharingProviders {
         aggregates: [...aggs.aggregates].sort(),
       });
     }
-    return (this.cached = out);
+    return remember(out);
   }
 
   /** What the last lookup found (no I/O). */
