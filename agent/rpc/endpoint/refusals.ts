@@ -5,7 +5,8 @@
  *
  * Memory contract, so a burst of hostile messages costs what the prefetch allows and no more:
  * - What the sender wrote is clipped in the log line (`clip`): a 100 kB method name is a 100 kB
- *   log line otherwise, and the log scrubber's patterns cost time in the line's length.
+ *   log line otherwise, and the log scrubber's patterns cost time in the line's length. It is
+ *   clipped in the failure reply too (`clippedFailure`).
  * - A dead-lettered message is acked only once republished, so the broker's prefetch bounds those
  *   bodies. A failure reply is sent after the ack (the caller should not wait on our queue), so
  *   those are bounded here: at most `maxReplies` in flight; beyond that the failure is not sent
@@ -19,18 +20,29 @@
 import type { Logger } from '../../../lib/logging/logger';
 import type { Broker, Delivery } from '../amqp/broker';
 import type { ReplyAddress } from '../oslo/errors';
-import { failureFromError } from '../oslo/failure';
+import { failureFromError, type RemoteFailure } from '../oslo/failure';
 import { osloProperties } from '../oslo/properties';
 import type { Replier } from './replier';
 
 /** Characters of a sender-supplied string (method, reason) kept in a log line. */
 export const LOGGED_CHARS = 256;
-/** Characters of the reason kept in the dead-letter header. */
-const HEADER_REASON_CHARS = 1000;
+/** Characters of the reason kept in the dead-letter header and in a failure reply's texts. */
+const ECHOED_CHARS = 1000;
 
 /** `s` cut to `max` characters, saying how long it was. */
 export function clip(s: string, max: number): string {
   return s.length <= max ? s : `${s.slice(0, max)}... (${s.length} characters)`;
+}
+
+/**
+ * The failure a refused call gets, its texts clipped: the message quotes what the sender wrote
+ * (a method name, a version) and oslo's failure repeats it in `tb` and `args`, so an unknown
+ * 100 kB method name would go back as a 300 kB reply, held while the reply is retried.
+ */
+export function clippedFailure(err: unknown): RemoteFailure {
+  const f = failureFromError(err);
+  const text = (v: unknown): unknown => (typeof v === 'string' ? clip(v, ECHOED_CHARS) : v);
+  return { ...f, message: clip(f.message, ECHOED_CHARS), tb: f.tb.map((l) => clip(l, ECHOED_CHARS)), args: f.args.map(text) };
 }
 
 export interface RefusalsOptions {
@@ -83,7 +95,7 @@ export class Refusals {
       d.ack();
       return;
     }
-    const headers = { 'x-compute-agent-reason': clip(reason, HEADER_REASON_CHARS), 'x-original-exchange': d.exchange, 'x-original-routing-key': d.routingKey };
+    const headers = { 'x-compute-agent-reason': clip(reason, ECHOED_CHARS), 'x-original-exchange': d.exchange, 'x-original-routing-key': d.routingKey };
     this.opts.track(
       this.opts.broker
         .publish({ exchange: dlx, routingKey: d.routingKey || d.queue, body: d.body, properties: osloProperties(undefined, headers) })
@@ -99,7 +111,7 @@ export class Refusals {
 
   private reply(to: ReplyAddress, err: unknown): void {
     this.repliesInFlight++;
-    const sent = this.opts.replier.reply(to, { ok: false, failure: failureFromError(err) }).finally(() => {
+    const sent = this.opts.replier.reply(to, { ok: false, failure: clippedFailure(err) }).finally(() => {
       this.repliesInFlight--;
     });
     this.opts.track(sent);

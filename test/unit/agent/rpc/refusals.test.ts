@@ -5,7 +5,7 @@ import { systemClock } from '../../../../lib/clock';
 import { createLogger } from '../../../../lib/logging/logger';
 import type { Delivery } from '../../../../agent/rpc/amqp/broker';
 import { NoSuchMethodError } from '../../../../agent/rpc/oslo/errors';
-import { clip, LOGGED_CHARS, Refusals } from '../../../../agent/rpc/endpoint/refusals';
+import { clip, clippedFailure, LOGGED_CHARS, Refusals } from '../../../../agent/rpc/endpoint/refusals';
 import { Replier } from '../../../../agent/rpc/endpoint/replier';
 import { FakeBroker } from '../../../helpers/fake-broker';
 
@@ -78,4 +78,14 @@ test('a huge method name is clipped in the log line', async () => {
 test('clip keeps short strings and says how long a long one was', () => {
   expect(clip('abc', 5)).toBe('abc');
   expect(clip('abcdefgh', 5)).toBe('abcde... (8 characters)');
+});
+
+test("a refused call's failure quotes a huge method name clipped, in message, traceback and args", () => {
+  const method = `m${'a'.repeat(100_000)}`;
+  const f = clippedFailure(new NoSuchMethodError(method));
+  expect(f.className).toBe('NoSuchMethod');
+  expect(f.message.startsWith('Endpoint does not support RPC method maaa')).toBe(true);
+  expect(f.message).toContain('characters)');
+  expect(JSON.stringify(f).length).toBeLessThan(4000);
+  expect(clippedFailure(new NoSuchMethodError('nope')).message).toBe('Endpoint does not support RPC method nope');
 });
