@@ -1,7 +1,10 @@
-// Hostile AMQP bodies for the RPC server: random bytes, truncated real messages, wrong types in
-// every field, huge strings. Deterministic for a given seed.
-import { encodeEnvelope } from '../../agent/rpc/oslo/envelope';
-import { encodeRequest } from '../../agent/rpc/oslo/messages';
+/**
+ * Hostile AMQP bodies for the RPC server: random bytes, truncated real messages, wrong types in
+ * every field, huge strings. Deterministic for a given seed. Used by the RPC fuzz tests and by the
+ * hostile-input bench (`hostile-input.ts`); not a generator of valid requests.
+ */
+import { encodeEnvelope } from '../agent/rpc/oslo/envelope';
+import { encodeRequest } from '../agent/rpc/oslo/messages';
 
 /** mulberry32: a small seeded PRNG. */
 export function prng(seed: number): () => number {
@@ -76,6 +79,39 @@ export function fuzzBodies(count: number, seed: number, o: FuzzOptions): Buffer[
       const p = valid();
       p.args = { n: weird(), extra: weird() };
       out.push(encodeEnvelope(p));
+    }
+  }
+  return out;
+}
+
+/**
+ * `count` malformed bodies of exactly `bytes` bytes each (at least 1 KiB): a known method with one
+ * huge string argument, a call to an unknown method with a huge name, a call cut short, or random
+ * bytes.
+ */
+export function hugeBodies(count: number, seed: number, bytes: number, o: Omit<FuzzOptions, 'hugeBytes'>): Buffer[] {
+  const r = prng(seed);
+  const int = (n: number): number => Math.floor(r() * n);
+  const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)] as T;
+  /** An enveloped request whose one string field is padded so the body is `bytes` long. */
+  const padded = (build: (pad: string) => Record<string, unknown>): Buffer => {
+    const bare = encodeEnvelope(build('')).length;
+    // Each pad character is one byte in the inner JSON and one in the outer (no escaping).
+    return encodeEnvelope(build('a'.repeat(Math.max(0, bytes - bare))));
+  };
+  const out: Buffer[] = [];
+  for (let i = 0; i < count; i++) {
+    const id = `${seed}-${i}`;
+    const kind = int(4);
+    if (kind === 0) out.push(padded((pad) => ({ method: pick(o.methods), args: { n: pad }, version: '6.0', _unique_id: id })));
+    else if (kind === 1) out.push(padded((pad) => ({ method: `m${pad}`, args: {}, version: '6.0', _msg_id: `m${id}`, _reply_q: o.replyQueue, _timeout: null, _unique_id: id })));
+    else if (kind === 2) {
+      const call = { method: pick(o.methods), args: { n: 'a'.repeat(bytes) }, version: '6.0', _msg_id: `m${id}`, _reply_q: o.replyQueue, _timeout: null, _unique_id: id };
+      out.push(encodeEnvelope(call).subarray(0, bytes));
+    } else {
+      const b = Buffer.alloc(bytes);
+      for (let j = 0; j < b.length; j++) b[j] = int(256);
+      out.push(b);
     }
   }
   return out;

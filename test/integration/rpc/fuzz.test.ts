@@ -7,7 +7,7 @@ import { hostMethods } from '../../../agent/compute/adapters/host-methods';
 import { registerMethods } from '../../../agent/compute/register';
 import { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
 import { arg } from '../../../agent/rpc/endpoint/args';
-import { fuzzBodies } from '../../support/fuzz-bodies';
+import { fuzzBodies } from '../../../bench/fuzz-bodies';
 import { agentStack, cleanupBroker, pythonClient, RABBIT, TRANSPORT_URL, unique, type AgentStack } from './helpers';
 
 jest.setTimeout(600_000);

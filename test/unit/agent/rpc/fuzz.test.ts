@@ -2,7 +2,7 @@
 // typed argument, answers what it can, and serves a valid call right after.
 import { arg } from '../../../../agent/rpc/endpoint/args';
 import { Dispatcher } from '../../../../agent/rpc/endpoint/dispatcher';
-import { fuzzBodies } from '../../../support/fuzz-bodies';
+import { fuzzBodies } from '../../../../bench/fuzz-bodies';
 import { HOST_QUEUE, repliesTo, startHarness, until, type Harness } from './harness';
 
 let h: Harness | undefined;
