@@ -79,7 +79,7 @@ describe('SecretScrubber', () => {
   test.each([
     ['plain value', 'pw is hunter22 ok', 'pw is *** ok'],
     ['JSON-escaped value', JSON.stringify({ m: 'quote"back\\slash' }), '{"m":"***"}'],
-    ['URL credentials, several hosts', 'amqp://u:x@h1,v:y@h2', 'amqp://u:***@h1,v:y@h2'],
+    ['URL credentials, several hosts', 'amqp://u:x@h1,v:y@h2', 'amqp://u:***@h1,v:***@h2'],
     ['password key at any depth', '{"a":{"db_password":"zz"}}', '{"a":{"db_password":"***"}}'],
     ['token key', '{"token":"abc","other":"keep"}', '{"token":"***","other":"keep"}'],
     ['authorization header text', 'Authorization: Bearer abc', 'Authorization: ***'],
@@ -87,4 +87,56 @@ describe('SecretScrubber', () => {
   ])('%s', (_name, input, expected) => {
     expect(s.scrub(input)).toBe(expected);
   });
+});
+
+describe('SecretScrubber: a secret that is an ordinary word is masked where it is a credential, not as a word', () => {
+  // The dev broker's password, and a Keystone password made only of letters but not a word.
+  const s = new SecretScrubber(['guest', 'XkqPzWmvRt']);
+  test.each([
+    ['the word in a message', '{"msg":"guest OS of the guest booted"}', '{"msg":"guest OS of the guest booted"}'],
+    ['the word as a user name', '{"user":"guest","vhost":"/"}', '{"user":"guest","vhost":"/"}'],
+    ['URL userinfo', '{"msg":"connecting to rabbit://guest:guest@mq:5672/ as guest"}', '{"msg":"connecting to rabbit://guest:***@mq:5672/ as guest"}'],
+    ['every host of an oslo URL, IPv6 included', 'rabbit://guest:guest@10.0.0.1:5672,guest:guest@[fd00::2]:5672,guest:guest@mq3/nova', 'rabbit://guest:***@10.0.0.1:5672,guest:***@[fd00::2]:5672,guest:***@mq3/nova'],
+    ['password= in a query string', 'GET /auth?user=guest&password=guest&x=1', 'GET /auth?user=guest&password=***&x=1'],
+    ['key: value and key=value pairs in text', '{"msg":"login failed (password: guest, auth_token=guest; user guest)"}', '{"msg":"login failed (password: ***, auth_token=***; user guest)"}'],
+    ['JSON fields named as secrets', '{"password":"guest","rabbit_password":"guest","name":"guest"}', '{"password":"***","rabbit_password":"***","name":"guest"}'],
+    ['X-Auth-Token header', 'X-Auth-Token: guest', 'X-Auth-Token: ***'],
+    ['a letters-only secret in no word case is masked anywhere', 'unexpected XkqPzWmvRt in reply', 'unexpected *** in reply'],
+  ])('%s', (_name, input, expected) => {
+    expect(s.scrub(input)).toBe(expected);
+  });
+});
+
+test('with the dev stack\'s guest:guest broker, the broker password is masked and the word "guest" survives (real pino output)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ca-log-'));
+  const f = join(dir, 'a.conf');
+  writeFileSync(f, '[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672,guest:guest@127.0.0.2:5672/\n');
+  const { config } = loadConfig({ files: [f], env: {} });
+  expect(secretsOf(config)).toContain('guest');
+  const { lines, log } = capture(secretsOf(config));
+  log.logger.info({ config }, 'effective configuration');
+  log.logger.warn({ err: new Error('connect to rabbit://guest:guest@127.0.0.1:5672/ refused') }, 'broker down');
+  log.logger.info({ instance: 'i-1' }, 'guest agent answered; guest OS is Debian');
+  const all = lines.join('');
+  expect(all).not.toMatch(/guest:guest|"password":"guest"/);
+  expect(all).toContain('rabbit://guest:***@127.0.0.1:5672/ refused');
+  expect(all).toContain('"password":"***"');
+  expect(all).toContain('"username":"guest"');
+  expect(all).toContain('guest agent answered; guest OS is Debian');
+});
+
+test('scrubbing is linear in the line length: 100 kB hostile lines take milliseconds, not seconds', () => {
+  const s = new SecretScrubber(['guest', 'hunter22']);
+  const hostile = [
+    'x'.repeat(100_000), // a run of scheme characters with no "://"
+    JSON.stringify({ m: 'a-'.repeat(50_000) }), // a word boundary every other character
+    'a://u:'.repeat(16_000), // URL starts whose credentials never end in "@"
+    '@h,u:'.repeat(20_000),
+    'password='.repeat(11_000),
+  ];
+  for (const line of hostile) {
+    const started = process.hrtime.bigint();
+    s.scrub(line);
+    expect(Number(process.hrtime.bigint() - started) / 1e6).toBeLessThan(1500); // quadratic patterns took 6-40 s
+  }
 });
