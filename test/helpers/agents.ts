@@ -4,6 +4,7 @@
  * daemons or as real processes of the built binary (for SIGKILL tests).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
 import { agentSpec as benchAgentSpec, type AgentSpec } from '../../bench/agents';
 import { PLACEMENT_URL, TRANSPORT_URL } from './stack';
 
@@ -15,9 +16,12 @@ export function agentSpec(host: string, exchange: string, extra = ''): AgentSpec
   return benchAgentSpec(host, exchange, { placementUrl: PLACEMENT_URL, transportUrl: TRANSPORT_URL }, extra);
 }
 
-/** The built binary as a child process; resolves once it logged "compute-agent up". */
-export async function startProcess(spec: AgentSpec, bin: string): Promise<{ child: ChildProcess; output: string[] }> {
-  const child = spawn(process.execPath, [bin, 'run', '--config-file', spec.file], { stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * The built binary as a child process; resolves once it logged "compute-agent up". `env` is added
+ * to the test's environment (a crash point armed with `COMPUTE_AGENT_CRASH_AT`, for one).
+ */
+export async function startProcess(spec: AgentSpec, bin: string, env: Readonly<Record<string, string>> = {}): Promise<{ child: ChildProcess; output: string[] }> {
+  const child = spawn(process.execPath, [bin, 'run', '--config-file', spec.file], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   const output: string[] = [];
   child.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
   child.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
@@ -28,4 +32,36 @@ export async function startProcess(spec: AgentSpec, bin: string): Promise<{ chil
     await new Promise((r) => setTimeout(r, 50));
   }
   return { child, output };
+}
+
+/** The built agent binary. */
+export const AGENT_BIN = join(__dirname, '..', '..', 'dist', 'agent', 'cli', 'main.js');
+
+/** One agent as a real process that a test kills, stops and starts again on the same state. */
+export class AgentProcess {
+  child: ChildProcess | undefined;
+  output: string[] = [];
+  constructor(readonly spec: AgentSpec) {}
+
+  async start(env: Readonly<Record<string, string>> = {}): Promise<void> {
+    const p = await startProcess(this.spec, AGENT_BIN, env);
+    this.child = p.child;
+    this.output = p.output;
+  }
+
+  /** Resolves with the signal (or exit code) when the running process ends. */
+  exited(): Promise<string> {
+    const c = this.child;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return Promise.resolve(String(c?.signalCode ?? c?.exitCode ?? 'not started'));
+    return new Promise((r) => c.once('exit', (code, signal) => r(String(signal ?? code))));
+  }
+
+  /** SIGKILL, or SIGTERM (`graceful`); resolves once the process is gone. */
+  async kill(graceful = false): Promise<void> {
+    const c = this.child;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    const gone = this.exited();
+    c.kill(graceful ? 'SIGTERM' : 'SIGKILL');
+    await gone;
+  }
 }
