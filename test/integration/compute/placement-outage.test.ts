@@ -1,0 +1,203 @@
+// A Placement outage strands no operation. A PRIVATE Placement (its own port and STACK_DIR, its
+// SQLite database kept across the stop and the start; the shared one on 8778 is never touched) is
+// stopped (connection refused) while builds and deletes are cast to an agent process; then it is
+// started again on the same database. Within 60 s of its return every build is ACTIVE holding
+// exactly its flavor, every deleted instance is gone with no allocation, and no instance is left in
+// a task state. The second case also SIGKILLs the agent during the outage and restarts it (as
+// systemd would: again until it starts). OUTAGE_SECONDS (default 20) sets the outage's length; the
+// default `[placement] retry_deadline` (300 s) outlasts it.
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { agentSpec as benchAgentSpec, type AgentSpec } from '../../../bench/agents';
+import { rootOf, startProcess } from '../../helpers/agents';
+import { ControlPlane } from '../../helpers/control-plane';
+import { instanceArgs } from '../../helpers/compute-harness';
+import { placementClient } from '../../helpers/placement';
+import { TRANSPORT_URL } from '../../helpers/stack';
+
+jest.setTimeout(300000);
+
+const REPO = join(__dirname, '..', '..', '..');
+const BIN = join(REPO, 'dist', 'agent', 'cli', 'main.js');
+const OUTAGE_MS = Number(process.env.OUTAGE_SECONDS ?? '20') * 1000;
+/** What the harness's FLAVOR claims (swap counts as disk, rounded up). */
+const FLAVOR_ALLOCATION = { VCPU: 2, MEMORY_MB: 2048, DISK_GB: 11 };
+
+interface Row {
+  uuid: string;
+  vm_state: string;
+  task_state: string | null;
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+/** A Placement of this test's own, run by `scripts/stack` with its own port and STACK_DIR. */
+class PrivatePlacement {
+  readonly dir = mkdtempSync(join(tmpdir(), 'ca-placement-outage-'));
+  constructor(readonly port: number) {}
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+  up(): Promise<void> {
+    return this.stack('up');
+  }
+  down(): Promise<void> {
+    return this.stack('down');
+  }
+  private stack(cmd: 'up' | 'down'): Promise<void> {
+    const env = { ...process.env, PLACEMENT_PORT: String(this.port), STACK_DIR: this.dir, PLACEMENT_DB: 'sqlite', PLACEMENT_WORKERS: '1' };
+    return new Promise((resolve, reject) => {
+      execFile('bash', [join(REPO, 'scripts', 'stack'), cmd, 'placement'], { env, timeout: 120000 }, (err, _out, stderr) => (err ? reject(new Error(`stack ${cmd}: ${err.message}\n${stderr}`)) : resolve()));
+    });
+  }
+}
+
+async function privatePlacement(): Promise<PrivatePlacement> {
+  for (let i = 0; i < 50; i++) {
+    const port = 21000 + Math.floor(Math.random() * 8000);
+    if (await portFree(port)) return new PrivatePlacement(port);
+  }
+  throw new Error('no free port for a private Placement');
+}
+
+class Agent {
+  child: ChildProcess | undefined;
+  output: string[] = [];
+  /** A restart under way in the background, if any. */
+  restarting: Promise<void> | undefined;
+  constructor(readonly spec: AgentSpec) {}
+  async start(): Promise<void> {
+    const p = await startProcess(this.spec, BIN);
+    this.child = p.child;
+    this.output = p.output;
+  }
+  /** Starts it again until it comes up, as systemd's Restart= would (startup gives up while Placement is down). */
+  async startUntilUp(ms: number): Promise<void> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      try {
+        await this.start();
+        return;
+      } catch (e) {
+        if (Date.now() > deadline) throw e;
+        await sleep(1000);
+      }
+    }
+  }
+  async kill(): Promise<void> {
+    const c = this.child;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    const gone = new Promise((r) => c.once('exit', r));
+    c.kill('SIGKILL');
+    await gone;
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function waitUntil(what: string, ok: () => Promise<boolean>, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await ok().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await sleep(250);
+  }
+}
+
+let placement: PrivatePlacement;
+
+beforeAll(async () => {
+  placement = await privatePlacement();
+  await placement.up();
+});
+
+afterAll(async () => {
+  await placement.down().catch(() => undefined);
+  rmSync(placement.dir, { recursive: true, force: true });
+});
+
+/** Runs one outage; `during` runs right after Placement stops and the casts are sent. */
+async function outage(name: string, during: (agent: Agent) => Promise<void>): Promise<void> {
+  const exchange = `test-outage-${randomUUID().slice(0, 8)}`;
+  const agent = new Agent(benchAgentSpec(`${name}-${exchange.slice(-8)}`, exchange, { placementUrl: placement.url, transportUrl: TRANSPORT_URL }));
+  const cp = new ControlPlane(exchange);
+  const api = placementClient(undefined, placement.url);
+  const list = async (): Promise<Map<string, Row>> => new Map((await cp.call<Row[]>(agent.spec.host, 'list_instances', {}, 'compute_agent', 5000)).map((r) => [r.uuid, r]));
+  try {
+    await cp.start();
+    await agent.start();
+    const doomed = Array.from({ length: 3 }, () => instanceArgs());
+    for (const i of doomed) await cp.cast(agent.spec.host, 'build_and_run_instance', { instance: i });
+    await waitUntil('the instances to delete are ACTIVE', async () => {
+      const rows = await list();
+      return doomed.every((i) => rows.get(String(i.uuid))?.vm_state === 'active');
+    }, 60000);
+
+    await placement.down();
+    const built = Array.from({ length: 4 }, () => instanceArgs());
+    for (const i of built) await cp.cast(agent.spec.host, 'build_and_run_instance', { instance: i });
+    for (const i of doomed) await cp.cast(agent.spec.host, 'terminate_instance', { instance: { uuid: i.uuid } });
+    const stoppedAt = Date.now();
+    await during(agent);
+    await sleep(Math.max(0, OUTAGE_MS - (Date.now() - stoppedAt)));
+    await placement.up();
+    const back = Date.now();
+    await agent.restarting;
+
+    const root = rootOf(agent.spec);
+    await waitUntil('every build is ACTIVE with its allocation and every deleted instance is gone with none', async () => {
+      const rows = await list();
+      if (rows.size !== built.length) return false;
+      if (![...rows.values()].every((r) => r.vm_state === 'active' && r.task_state === null)) return false;
+      if (!built.every((i) => rows.has(String(i.uuid)))) return false;
+      const on = (await api.providerAllocations(root)).allocations;
+      return Object.keys(on).length === built.length;
+    }, 60000);
+    const settledSeconds = (Date.now() - back) / 1000;
+    process.stdout.write(`${name}: outage ${(back - stoppedAt) / 1000} s; settled ${settledSeconds.toFixed(1)} s after Placement's return\n`);
+
+    const rows = await list();
+    for (const r of rows.values()) expect(r).toMatchObject({ vm_state: 'active', task_state: null });
+    expect([...rows.keys()].sort()).toEqual(built.map((i) => String(i.uuid)).sort());
+    for (const i of built) {
+      const held = (await api.consumerAllocations(String(i.uuid))).allocations;
+      expect(Object.fromEntries(Object.entries(held).map(([rp, a]) => [rp, a.resources]))).toEqual({ [root]: FLAVOR_ALLOCATION });
+    }
+    for (const i of doomed) expect((await api.consumerAllocations(String(i.uuid))).allocations).toEqual({});
+    expect(Object.keys((await api.providerAllocations(root)).allocations).sort()).toEqual(built.map((i) => String(i.uuid)).sort());
+    expect(settledSeconds).toBeLessThan(60);
+  } catch (e) {
+    process.stderr.write(`--- ${agent.spec.host} ---\n${agent.output.join('').slice(-8000)}\n`);
+    throw e;
+  } finally {
+    await agent.kill();
+    await cp.close();
+    // Leave Placement up for the next case.
+    if (await portFree(placement.port)) await placement.up();
+  }
+}
+
+test('builds and deletes cast while Placement is down finish once it is back', async () => {
+  await outage('outage', () => Promise.resolve());
+});
+
+test('the same when the agent is also SIGKILLed during the outage and restarted', async () => {
+  await outage('outage-kill', async (agent) => {
+    await sleep(Math.min(5000, OUTAGE_MS / 4));
+    await agent.kill();
+    // Started again at once: startup waits for Placement and gives up; started again until it is up.
+    agent.restarting = agent.startUntilUp(OUTAGE_MS + 60000);
+    agent.restarting.catch(() => undefined);
+  });
+});
