@@ -32,10 +32,12 @@ export class LiveFlows {
     const c = this.c;
     return c.locks.with(inst.uuid, async () => {
       const existing = c.record(inst.uuid);
-      if (existing?.migration?.uuid === mig.uuid && existing.migration.migrate_data) return existing.migration.migrate_data;
+      // Once pre_live_migration has run here the migration is under way: a repeated check answers as before.
+      if (existing?.migration?.uuid === mig.uuid && existing.migration.migrate_data && existing.migration.status !== 'accepted') return existing.migration.migrate_data;
       if (existing?.migration?.uuid === mig.uuid && existing.migration.role === 'dest') {
-        // Interrupted by a restart before it answered: the caller gave up, so undo, never redo
-        // (a redone check would hold swapped allocations for a live_migration that never comes).
+        // Interrupted by a restart, before it answered or before its answer was journaled: the
+        // caller gave up (or gets a refused pre_live_migration), so undo, never redo (a redone
+        // check would hold swapped allocations for a live_migration that never comes).
         await c.claims.revertMoveIfSwapped(inst.uuid, mig.uuid);
         c.claims.release(inst.uuid);
         await c.driver.rollbackLiveMigrationAtDestination(existing, {}).catch(() => undefined);
@@ -131,7 +133,11 @@ export class LiveFlows {
         crashPoint('live.source.migrated');
       }
       await c.driver.postLiveMigration(rec, migration.migrate_data ?? data).catch(() => undefined);
-      await c.peers.call(dest.host, 'post_live_migration_at_destination', { instance: c.controlPlane.instanceArg(rec), block_migration: false }, ctx, c.callTimeoutMs);
+      // The guest runs at the destination now, so nothing can go back: a destination that does not
+      // answer (it died mid-call) finishes the request from its journal when it starts again.
+      await c.peers
+        .call(dest.host, 'post_live_migration_at_destination', { instance: c.controlPlane.instanceArg(rec), block_migration: false }, ctx, c.callTimeoutMs)
+        .catch((e: unknown) => c.log.warn({ instance: uuid, reason: (e as Error).message }, 'post_live_migration_at_destination failed; the destination finishes it from its journal'));
       crashPoint('live.source.posted');
       await c.claims.confirmMove(migration.uuid, ctx.global_request_id ?? ctx.request_id);
       crashPoint('live.source.freed');
