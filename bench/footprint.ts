@@ -30,7 +30,7 @@ export function unitNodeOptions(unitText: string): string {
   return m?.[1]?.trim().replace(/^"|"$/g, '') ?? '';
 }
 
-function statusMb(pid: number, field: 'VmRSS' | 'RssAnon'): number {
+export function statusMb(pid: number, field: 'VmRSS' | 'RssAnon'): number {
   const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) / 1024 : NaN;
 }
@@ -64,7 +64,7 @@ async function start(spec: AgentSpec, nodeOptions: string): Promise<{ child: Chi
   return { child, readyMs: Date.now() - t0 };
 }
 
-async function stop(child: ChildProcess): Promise<void> {
+export async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return;
   const gone = new Promise((r) => child.once('exit', r));
   child.kill('SIGTERM');

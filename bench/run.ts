@@ -10,6 +10,7 @@ import { runComputeBench } from './compute';
 import { benchDiscovery } from './discovery';
 import { runFleetBench } from './fleet';
 import { runFootprintBench } from './footprint';
+import { runHostileInputBench } from './hostile-input';
 import { runPlacementSyncBench } from './placement-sync';
 import { withBenchTable } from './readme';
 import { runRpcBench } from './rpc';
@@ -38,6 +39,7 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
   compute: runComputeBench,
   rpc: (opts) => runRpcBench({ quick: opts.quick }),
   footprint: runFootprintBench,
+  'hostile-input': runHostileInputBench,
   fleet: runFleetBench,
 };
 

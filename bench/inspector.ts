@@ -1,0 +1,81 @@
+/**
+ * A one-shot DevTools-protocol client for the benchmarks: against a Node process started with
+ * `--inspect=127.0.0.1:<port>`, it forces a full garbage collection (`HeapProfiler.collectGarbage`)
+ * and reads that process's `process.memoryUsage()`, so a benchmark can tell live heap and external
+ * memory from what the allocator keeps in RSS. Node 20 has a WebSocket client only behind
+ * `--experimental-websocket`, so the exchange runs in a child process started with that flag
+ * (`node inspector.js <ws-url>`, printing one JSON line); `collectAndMeasure` does that.
+ *
+ * Not here: anything that writes to the inspected process.
+ */
+import { execFile } from 'node:child_process';
+
+/** `process.memoryUsage()` of the inspected process, in bytes. */
+export interface InspectedMemory {
+  readonly rss: number;
+  readonly heapTotal: number;
+  readonly heapUsed: number;
+  readonly external: number;
+  readonly arrayBuffers: number;
+}
+
+async function debuggerUrl(port: number): Promise<string> {
+  const targets = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as Array<{ webSocketDebuggerUrl?: string }>;
+  const url = targets[0]?.webSocketDebuggerUrl;
+  if (!url) throw new Error(`no inspector target on 127.0.0.1:${port}`);
+  return url;
+}
+
+/** Forces a full GC in the process inspected on `port`, then reads its memory. */
+export async function collectAndMeasure(port: number): Promise<InspectedMemory> {
+  const url = await debuggerUrl(port);
+  const out = await new Promise<string>((resolve, reject) =>
+    execFile(process.execPath, ['--experimental-websocket', '--no-warnings', __filename, url], { timeout: 60_000 }, (err: Error | null, stdout) => (err ? reject(err) : resolve(stdout))),
+  );
+  return JSON.parse(out) as InspectedMemory;
+}
+
+interface WebSocketLike {
+  onopen: (() => void) | null;
+  onmessage: ((e: { data: unknown }) => void) | null;
+  onerror: ((e: unknown) => void) | null;
+  send(data: string): void;
+  close(): void;
+}
+
+/** The child's side: one GC, one evaluation, printed. */
+async function main(url: string): Promise<void> {
+  const Ws = (globalThis as unknown as { WebSocket?: new (u: string) => WebSocketLike }).WebSocket;
+  if (!Ws) throw new Error('run with --experimental-websocket');
+  const ws = new Ws(url);
+  const pending = new Map<number, (r: unknown) => void>();
+  let next = 1;
+  const send = (method: string, params: Record<string, unknown> = {}): Promise<unknown> =>
+    new Promise((resolve) => {
+      const id = next++;
+      pending.set(id, resolve);
+      ws.send(JSON.stringify({ id, method, params }));
+    });
+  await new Promise<void>((resolve, reject) => {
+    ws.onopen = () => resolve();
+    ws.onerror = (e) => reject(new Error(`inspector connection failed: ${String(e)}`));
+  });
+  ws.onmessage = (e) => {
+    const m = JSON.parse(String(e.data)) as { id?: number; result?: unknown };
+    if (m.id !== undefined) pending.get(m.id)?.(m.result);
+  };
+  await send('HeapProfiler.collectGarbage');
+  const r = (await send('Runtime.evaluate', { expression: 'JSON.stringify(process.memoryUsage())', returnByValue: true })) as { result?: { value?: string } };
+  ws.close();
+  process.stdout.write(`${r.result?.value ?? '{}'}\n`);
+}
+
+if (require.main === module) {
+  main(process.argv[2] ?? '').then(
+    () => process.exit(0),
+    (e: unknown) => {
+      console.error(e);
+      process.exit(1);
+    },
+  );
+}
