@@ -6,6 +6,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { agentSpec as benchAgentSpec, type AgentSpec } from '../../bench/agents';
+import { Daemon } from '../../agent/daemon';
+import { silentLogger } from '../../lib/logging/logger';
+import { NoAuth } from '../../tracker/placement/auth';
+import { PlacementClient } from '../../tracker/placement/client';
+import { PlacementHttp } from '../../tracker/placement/http';
+import { NodeHttpTransport, type HttpTransport, type TransportRequest, type TransportResponse } from '../../tracker/placement/transport';
+import { agentConfig } from '../../bench/agents';
 import { PLACEMENT_URL, TRANSPORT_URL } from './stack';
 
 export type { AgentSpec } from '../../bench/agents';
@@ -64,4 +71,23 @@ export class AgentProcess {
     c.kill(graceful ? 'SIGTERM' : 'SIGKILL');
     await gone;
   }
+}
+
+/** Runs `before` ahead of each Placement request it matches, then sends the request on. */
+export class InterceptingTransport implements HttpTransport {
+  private readonly inner = new NodeHttpTransport({ timeoutMs: 30000 });
+  before: ((req: TransportRequest) => Promise<void>) | undefined;
+
+  async send(req: TransportRequest): Promise<TransportResponse> {
+    await this.before?.(req);
+    return this.inner.send(req);
+  }
+}
+
+/** An in-process daemon on the dev stack whose Placement requests go through `transport`. */
+export async function startDaemonVia(spec: AgentSpec, transport: HttpTransport): Promise<Daemon> {
+  const placement = new PlacementClient(new PlacementHttp({ auth: new NoAuth(PLACEMENT_URL), transport }));
+  const d = new Daemon({ config: agentConfig(spec), logger: silentLogger(), placement, startupAttempts: 3 });
+  await d.start();
+  return d;
 }

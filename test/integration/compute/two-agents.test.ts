@@ -1,12 +1,14 @@
 // Two agents (host-a, host-b) on one real Placement and one real RabbitMQ, driven by casts as a
 // control plane would: 50 spawns; 10 cold migrations a -> b (5 confirmed, 5 reverted); 10 live
-// migrations b -> a; a conflicting outside write during a move; a resize and a delete sent
-// together; everything deleted. After every phase Placement holds exactly what the instances hold.
+// migrations b -> a; an outside write to a consumer forced between the destination's read and its
+// swap, and one before the prep; a delete before the destination's prep, and one after the move
+// reached RESIZED; everything deleted. After every phase Placement holds exactly what the
+// instances hold. Each ordering is forced, so each block has one outcome.
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Daemon } from '../../../agent/daemon';
-import { agentSpec, rootOf, startDaemon, type AgentSpec } from '../../helpers/agents';
+import { InterceptingTransport, agentSpec, rootOf, startDaemon, startDaemonVia, type AgentSpec } from '../../helpers/agents';
 import { ControlPlane } from '../../helpers/control-plane';
 import { deleteTree, placementClient } from '../../helpers/placement';
 import { FLAVOR, instanceArgs } from '../../helpers/compute-harness';
@@ -34,7 +36,21 @@ async function expectConsistent(agents: Array<{ spec: AgentSpec; daemon: Daemon 
   for (const [c, allocs] of expected) expect(seen.get(c)).toEqual(allocs);
 }
 
-test('spawn, migrate (cold confirm/revert, live), conflict, serialized resize+delete, delete: Placement always matches', async () => {
+/** An outside writer rewrites the consumer's allocations as they are: only its generation moves. */
+async function bumpGeneration(consumer: string): Promise<void> {
+  const c = await api.consumerAllocations(consumer);
+  const allocations = Object.fromEntries(Object.entries(c.allocations).map(([rp, a]) => [rp, { resources: a.resources }]));
+  await api.putAllocations(consumer, { allocations, project_id: c.project_id ?? 'p', user_id: c.user_id ?? 'u', consumer_generation: c.consumer_generation ?? null });
+}
+
+/** Waits until no record on either agent is in a task or holds a migration (a late cast landed). */
+async function settled(agents: Array<{ daemon: Daemon }>): Promise<void> {
+  const deadline = Date.now() + 10000;
+  const busy = (): boolean => agents.some(({ daemon }) => (daemon.compute?.instances() ?? []).some((r) => r.task_state !== null || r.migration !== undefined));
+  while (busy() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+}
+
+test('spawn, migrate (cold confirm/revert, live), forced conflict and delete orders, delete: Placement always matches', async () => {
   const exchange = `test-compute-${randomUUID().slice(0, 8)}`;
   const a = agentSpec(`host-a-${exchange.slice(-8)}`, exchange);
   const b = agentSpec(`host-b-${exchange.slice(-8)}`, exchange);
@@ -42,7 +58,9 @@ test('spawn, migrate (cold confirm/revert, live), conflict, serialized resize+de
   const agents: Array<{ spec: AgentSpec; daemon: Daemon }> = [];
   try {
     await cp.start();
-    agents.push({ spec: a, daemon: await startDaemon(a) }, { spec: b, daemon: await startDaemon(b) });
+    // b's Placement requests pass through an interceptor, to place an outside write exactly.
+    const interceptB = new InterceptingTransport();
+    agents.push({ spec: a, daemon: await startDaemon(a) }, { spec: b, daemon: await startDaemonVia(b, interceptB) });
 
     // 50 spawns by cast: 30 on a, 20 on b.
     const onA = Array.from({ length: 30 }, () => instanceArgs());
@@ -77,49 +95,76 @@ test('spawn, migrate (cold confirm/revert, live), conflict, serialized resize+de
     await cp.waitFor('instance.live_migration_post.end', live.map((l) => String(l.inst.uuid)));
     await expectConsistent(agents);
 
-    // A conflicting outside write to an instance's consumer during a migration fails it cleanly.
+    // An outside write to an instance's consumer forced between the destination's read of it and
+    // its allocation swap: the swap meets a consumer-generation conflict and the move fails
+    // cleanly (the migration holds nothing, the instance stays on a with its allocation).
     const victim = onA[20];
     if (!victim) throw new Error('fixture');
     const vuuid = String(victim.uuid);
-    const cur = await api.consumerAllocations(vuuid);
-    // The outside writer bumps the consumer generation right before the destination's prep.
-    await api.putAllocations(vuuid, { allocations: cur.allocations, project_id: cur.project_id ?? 'p', user_id: cur.user_id ?? 'u', consumer_generation: cur.consumer_generation ?? null });
     const stale = { uuid: randomUUID(), migration_type: 'migration', source_compute: a.host, dest_compute: b.host };
-    // Race the outside write against the prep: retry the outside write while the prep runs.
-    const racing = (async () => {
-      for (let i = 0; i < 30; i++) {
-        const c = await api.consumerAllocations(vuuid);
-        await api.putAllocations(vuuid, { allocations: c.allocations, project_id: c.project_id ?? 'p', user_id: c.user_id ?? 'u', consumer_generation: c.consumer_generation ?? null }).catch(() => undefined);
-      }
-    })();
+    let bumped = 0;
+    interceptB.before = async (req) => {
+      if (bumped > 0 || req.method !== 'POST' || !req.url.endsWith('/allocations') || !(req.body ?? '').includes(stale.uuid)) return;
+      bumped++;
+      await bumpGeneration(vuuid);
+    };
     await cp.cast(b.host, 'prep_resize', { instance: victim, flavor: FLAVOR, migration: stale });
-    await racing;
-    await new Promise((r) => setTimeout(r, 1500));
-    const outcome = cp.events.filter((e) => e.uuid === vuuid && e.event_type.startsWith('instance.resize'));
-    if (outcome.some((e) => e.event_type === 'instance.resize_prep.error')) {
-      // Failed cleanly: nothing held by the migration, the instance still on a.
-      expect((await api.consumerAllocations(stale.uuid)).allocations).toEqual({});
-      expect(Object.keys((await api.consumerAllocations(vuuid)).allocations)).toEqual([rootOf(a)]);
-    } else {
-      // The prep won the race: finish the move so the state is stable again.
-      await cp.waitFor('instance.resize_finish.end', [vuuid]);
-      await cp.cast(a.host, 'confirm_resize', { instance: { uuid: vuuid }, migration: stale });
-      await cp.waitFor('instance.resize_confirm.end', [vuuid]);
-      await new Promise((r) => setTimeout(r, 300));
-    }
+    await cp.waitFor('instance.resize_prep.error', [vuuid], 30000);
+    interceptB.before = undefined;
+    expect(bumped).toBe(1);
+    expect((await api.consumerAllocations(stale.uuid)).allocations).toEqual({});
+    expect(Object.keys((await api.consumerAllocations(vuuid)).allocations)).toEqual([rootOf(a)]);
     await expectConsistent(agents);
 
-    // A resize and a delete of one instance sent together are serialized; the end is consistent.
-    const both = onA[21];
-    if (!both) throw new Error('fixture');
+    // The same outside write landing before the prep: the destination reads the new generation
+    // and the move goes through.
+    const early = onA[22];
+    if (!early) throw new Error('fixture');
+    const euuid = String(early.uuid);
+    const m1 = { uuid: randomUUID(), migration_type: 'migration', source_compute: a.host, dest_compute: b.host };
+    await bumpGeneration(euuid);
+    await cp.cast(b.host, 'prep_resize', { instance: early, flavor: FLAVOR, migration: m1 });
+    await cp.waitFor('instance.resize_finish.end', [euuid]);
+    await cp.cast(a.host, 'confirm_resize', { instance: { uuid: euuid }, migration: m1 });
+    await cp.waitFor('instance.resize_confirm.end', [euuid]);
+    await settled(agents);
+    expect(Object.keys((await api.consumerAllocations(euuid)).allocations)).toEqual([rootOf(b)]);
+    await expectConsistent(agents);
+
+    // A delete that the source runs before the destination's prep: the prep finds no allocation
+    // to move and fails; nothing is left anywhere.
+    const gone = onA[21];
+    if (!gone) throw new Error('fixture');
+    const guuid = String(gone.uuid);
     const m2 = { uuid: randomUUID(), migration_type: 'migration', source_compute: a.host, dest_compute: b.host };
-    await Promise.all([cp.cast(b.host, 'prep_resize', { instance: both, flavor: FLAVOR, migration: m2 }), cp.cast(a.host, 'terminate_instance', { instance: { uuid: both.uuid } })]);
-    await cp.waitFor('instance.delete.end', [String(both.uuid)]);
-    await new Promise((r) => setTimeout(r, 1500));
-    const leftOnB = agents[1]?.daemon.compute?.record(String(both.uuid));
-    if (leftOnB) await cp.cast(b.host, 'terminate_instance', { instance: { uuid: both.uuid } });
-    await new Promise((r) => setTimeout(r, 500));
+    await cp.cast(a.host, 'terminate_instance', { instance: { uuid: guuid } });
+    await cp.waitFor('instance.delete.end', [guuid]);
+    await cp.cast(b.host, 'prep_resize', { instance: gone, flavor: FLAVOR, migration: m2 });
+    await cp.waitFor('instance.resize_prep.error', [guuid], 30000);
+    await settled(agents);
+    expect(agents[1]?.daemon.compute?.record(guuid)).toBeUndefined();
+    expect((await api.consumerAllocations(guuid)).allocations).toEqual({});
     expect((await api.consumerAllocations(m2.uuid)).allocations).toEqual({});
+    await expectConsistent(agents);
+
+    // A delete that the source runs after the move reached RESIZED: the source copy and both
+    // consumers go; the destination keeps the instance until it is deleted there too.
+    const late = onA[23];
+    if (!late) throw new Error('fixture');
+    const luuid = String(late.uuid);
+    const m3 = { uuid: randomUUID(), migration_type: 'migration', source_compute: a.host, dest_compute: b.host };
+    await cp.cast(b.host, 'prep_resize', { instance: late, flavor: FLAVOR, migration: m3 });
+    await cp.waitFor('instance.resize_finish.end', [luuid]);
+    await cp.cast(a.host, 'terminate_instance', { instance: { uuid: luuid } });
+    await cp.waitFor('instance.delete.end', [luuid]);
+    expect(agents[0]?.daemon.compute?.record(luuid)).toBeUndefined();
+    expect(agents[1]?.daemon.compute?.record(luuid)?.vm_state).toBe('resized');
+    await cp.cast(b.host, 'terminate_instance', { instance: { uuid: luuid } });
+    await settled(agents);
+    expect(agents[1]?.daemon.compute?.record(luuid)).toBeUndefined();
+    expect((await api.consumerAllocations(luuid)).allocations).toEqual({});
+    expect((await api.consumerAllocations(m3.uuid)).allocations).toEqual({});
+    await expectConsistent(agents);
 
     // Delete everything, wherever it lives now.
     const everything = agents.flatMap(({ spec, daemon }) => (daemon.compute?.instances() ?? []).map((r) => ({ host: spec.host, uuid: r.uuid })));
