@@ -59,6 +59,12 @@ export interface RpcServerStats {
 }
 
 const RECENT_IDS = 4096;
+/**
+ * Longest `_unique_id` served. oslo sends a 32-character uuid4; the recent ids (RECENT_IDS) and
+ * the journal's de-duplication window (thousands, written in its snapshots) keep one per request,
+ * so a sender's megabyte id is refused rather than remembered.
+ */
+export const MAX_UNIQUE_ID_CHARS = 255;
 /** setTimeout's limit (2^31 - 1 ms). */
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -159,6 +165,7 @@ export class RpcServer {
       return;
     }
     try {
+      if ((req.uniqueId?.length ?? 0) > MAX_UNIQUE_ID_CHARS) throw new BadMessageError(`"_unique_id" is longer than ${MAX_UNIQUE_ID_CHARS} characters`, req.reply);
       resolved = this.opts.dispatcher.resolve(req);
     } catch (e) {
       this.refusals.refuse(d, e, req.reply, req.method);
