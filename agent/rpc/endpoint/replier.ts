@@ -4,8 +4,10 @@
  * `ending: true`. When the broker returns a reply (the caller's queue does not exist, e.g. during
  * its reconnect) it is retried every 250 ms for `kombu_missing_consumer_retry_timeout`; after
  * that the queue is remembered as gone for a minute so later replies to it are dropped at once
- * (oslo's ObsoleteReplyQueuesCache). Replies are published with confirms; a broker outage during
- * the window is ridden out by the Broker port.
+ * (oslo's ObsoleteReplyQueuesCache). Replies are published with confirms, and a broker outage is
+ * ridden out by the Broker port: the window counts from the first return only (oslo's reply
+ * retries a connection error without limit and gives up only on a missing queue), so a call whose
+ * answer falls in an outage gets it once the broker is back.
  *
  * Not here: running the handler or deciding what to answer (`server.ts`).
  */
@@ -61,7 +63,7 @@ export class Replier {
       body = encodeReply({ msgId: to.msgId, result: null, failure: encodeFailure(unserializable(e)), ending: true });
     }
     const abort = new AbortController();
-    const timer = setTimeout(() => abort.abort(), this.opts.retryTimeoutMs);
+    let timer: NodeJS.Timeout | undefined;
     const onOuterAbort = (): void => abort.abort();
     signal?.addEventListener('abort', onOuterAbort, { once: true });
     let returned = 0;
@@ -72,17 +74,18 @@ export class Replier {
           { signal: abort.signal },
         );
         if (result === 'confirmed') return;
-        if (returned++ === 0) this.opts.logger.debug({ reply_q: to.replyQueue, msg_id: to.msgId }, 'reply queue missing; retrying');
+        if (returned++ === 0) {
+          this.opts.logger.debug({ reply_q: to.replyQueue, msg_id: to.msgId }, 'reply queue missing; retrying');
+          timer = setTimeout(() => abort.abort(), this.opts.retryTimeoutMs);
+        }
         await this.opts.clock.sleep(this.retryIntervalMs, abort.signal);
       }
     } catch (e) {
-      const waited = this.opts.retryTimeoutMs / 1000;
       if (returned > 0 && abort.signal.aborted && !signal?.aborted) {
         this.markObsolete(to.replyQueue);
-        this.opts.logger.error({ reply_q: to.replyQueue, msg_id: to.msgId, waited_s: waited }, 'reply abandoned: the reply queue does not exist');
+        this.opts.logger.error({ reply_q: to.replyQueue, msg_id: to.msgId, waited_s: this.opts.retryTimeoutMs / 1000 }, 'reply abandoned: the reply queue does not exist');
       } else {
-        const reason = abort.signal.aborted && !signal?.aborted ? `the broker took no reply for ${waited} s` : e instanceof Error ? e.message : String(e);
-        this.opts.logger.error({ reply_q: to.replyQueue, msg_id: to.msgId, reason }, 'reply abandoned');
+        this.opts.logger.error({ reply_q: to.replyQueue, msg_id: to.msgId, reason: e instanceof Error ? e.message : String(e) }, 'reply abandoned');
       }
     } finally {
       clearTimeout(timer);

@@ -2,7 +2,8 @@
 // configures it (rabbit_quorum_queue): a client keeps casting with publisher confirms while the
 // broker is stopped and started again. Every confirmed cast is handled by the agent exactly once
 // (the quorum topic queues survive the restart, so nothing published before the agent re-declares
-// them is dropped), a call made during the outage is answered, and the agent consumes again within
+// them is dropped), a call made during the outage and one whose answer fell in it are answered,
+// and the agent consumes again within
 // 10 s of the broker's listener accepting connections.
 import { connect as tcpConnect } from 'node:net';
 import { parseTransportUrl } from '../../../config/transport-url';
@@ -56,7 +57,23 @@ afterAll(async () => {
 test('quorum queues: casts confirmed across a broker restart are handled once; consuming again within 10 s of the broker’s return', async () => {
   if (!node) throw new Error('no private RabbitMQ');
   const seen = new Map<number, number>();
+  let slowStarted = (): void => undefined;
+  const slowRunning = new Promise<void>((r) => (slowStarted = r));
+  let brokerStopped = (): void => undefined;
+  const stopped = new Promise<void>((r) => (brokerStopped = r));
+  let slowRuns = 0;
   const dispatcher = new Dispatcher()
+    .register({
+      name: 'slow',
+      versions: { min: '6.0' },
+      args: {},
+      handler: async () => {
+        slowRuns++;
+        slowStarted();
+        await stopped; // answers while the broker is down
+        return 'done';
+      },
+    })
     .register({ name: 'record', versions: { min: '6.0' }, args: { seq: arg.int() }, handler: async (a) => void seen.set(a.seq, (seen.get(a.seq) ?? 0) + 1) })
     .register({ name: 'ping', versions: { min: '6.0' }, args: {}, journaled: false, handler: async () => 'pong' });
   agent = await agentStack({ url: node.url, exchange: 'nova', topic: 'compute', server: 'outage-host', dispatcher, rabbit, prefetch: 16 });
@@ -86,8 +103,11 @@ test('quorum queues: casts confirmed across a broker restart are handled once; c
     }
   })();
   while (confirmed.size < 100) await sleep(10);
+  const callAcrossOutage = agent.client.call(target, 'slow', {}); // delivered before, answered after
+  await slowRunning;
 
   await node.stopApp();
+  brokerStopped();
   const confirmedBefore = confirmed.size;
   const issuedAtStop = casts.length;
   await sleep(OUTAGE_MS);
@@ -102,6 +122,8 @@ test('quorum queues: casts confirmed across a broker restart are handled once; c
   await pacer;
   await Promise.all(casts);
   await expect(inflightCall).resolves.toBe('pong');
+  await expect(callAcrossOutage).resolves.toBe('done');
+  expect(slowRuns).toBe(1); // its redelivered request was recognised, not run again
 
   // The stream spanned the outage: casts were issued and waited for their confirm while it lasted.
   expect(casts.length).toBeGreaterThan(issuedAtStop + 100);

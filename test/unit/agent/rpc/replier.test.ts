@@ -52,3 +52,16 @@ test('a result JSON cannot carry becomes a failure reply', async () => {
   expect(JSON.parse(inner.failure)).toMatchObject({ class: 'ValueError', module: 'builtins' });
   await broker.close();
 });
+
+test('a broker outage longer than the window: the reply waits for the broker, then is delivered', async () => {
+  const { broker, replier, logs } = await setup();
+  await broker.declare({ exchanges: [], queues: [queue], bindings: [] });
+  broker.dropConnection();
+  const sent = replier.reply(to, { ok: true, result: 'r' });
+  await sleep(700); // beyond the 400 ms missing-queue window
+  broker.reconnect();
+  await sent;
+  expect(broker.queueDepth('reply_late')).toBe(1);
+  expect(logs.join('')).not.toContain('reply abandoned');
+  await broker.close();
+});
