@@ -140,7 +140,7 @@ class Pair {
   /** Runs one point; returns what is wrong afterwards. */
   async run(point: CrashPointName): Promise<string[]> {
     const { op, armed } = SCENARIOS[point];
-    const [a, b] = [this.a.spec.host, this.b.spec.host];
+    const a = this.a.spec.host;
     const inst = instanceArgs();
     const uuid = String(inst.uuid);
     if (op !== 'build') {
