@@ -2,16 +2,20 @@
 # Installs compute-agent as a systemd service. Idempotent: running it again upgrades the code and
 # the unit and leaves configuration and state alone.
 #
-#   systemd/install.sh [--root DIR] [--no-build]
+#   systemd/install.sh [--root DIR] [--no-build] [--gpu-devices auto|yes|no]
 #
 # --root DIR  stage everything under DIR (for packaging and tests): no user is created, no
 #             ownership is changed, systemd is not told.
 # --no-build  install the dist/ already built.
+# --gpu-devices  the GPU/VFIO drop-in (systemd/gpu-devices.conf): auto (the default) writes it when
+#             /dev/nvidiactl, /dev/nvidia0, /dev/dri or /dev/vfio exists on this machine (never in
+#             a staging root), yes always, no removes it.
 #
 # What it puts where (uninstall.sh removes the same list):
 #   /opt/compute-agent/               the built agent, package.json, production node_modules
 #   /usr/local/bin/compute-agent      symlink to the binary
 #   /etc/systemd/system/compute-agent.service
+#   /etc/systemd/system/compute-agent.service.d/gpu-devices.conf   only with GPU or VFIO nodes
 #   /etc/compute-agent/               config dir, root:compute-agent 0750; the example config is
 #                                     copied to compute-agent.conf (0640) only if none exists
 #   /var/lib/compute-agent/           state_path, compute-agent:compute-agent 0750
@@ -20,11 +24,15 @@ set -euo pipefail
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROOT=""
 BUILD=1
+GPU=auto
 while [ $# -gt 0 ]; do
   case "$1" in
     --root) ROOT="${2:?--root needs a directory}"; shift 2 ;;
     --no-build) BUILD=0; shift ;;
-    *) echo "install.sh: unknown argument $1 (expected --root DIR, --no-build)" >&2; exit 2 ;;
+    --gpu-devices)
+      GPU="${2:?--gpu-devices needs auto, yes or no}"; shift 2
+      case "$GPU" in auto|yes|no) ;; *) echo "install.sh: --gpu-devices takes auto, yes or no" >&2; exit 2 ;; esac ;;
+    *) echo "install.sh: unknown argument $1 (expected --root DIR, --no-build, --gpu-devices auto|yes|no)" >&2; exit 2 ;;
   esac
 done
 staged() { [ -n "$ROOT" ]; }
@@ -73,6 +81,19 @@ chmod 0750 "$ROOT/var/lib/compute-agent"
 
 mkdir -p "$ROOT/etc/systemd/system"
 install -m 0644 "$SRC/systemd/compute-agent.service" "$ROOT/etc/systemd/system/compute-agent.service"
+
+# The base unit hides /dev (PrivateDevices=yes); GPU and VFIO probes need those nodes.
+gpu_nodes() { ls -d /dev/nvidiactl /dev/nvidia0 /dev/dri /dev/vfio 2>/dev/null | tr '\n' ' '; }
+dropin="$ROOT/etc/systemd/system/compute-agent.service.d/gpu-devices.conf"
+if [ "$GPU" = auto ]; then
+  if ! staged && [ -n "$(gpu_nodes)" ]; then GPU=yes; say "GPU/VFIO device nodes found: $(gpu_nodes)"; else GPU=no; fi
+fi
+if [ "$GPU" = yes ]; then
+  install -D -m 0644 "$SRC/systemd/gpu-devices.conf" "$dropin"
+  say "GPU/VFIO drop-in written: ${dropin#"$ROOT"}"
+else
+  rm -f "$dropin"
+fi
 
 if ! staged; then
   chown root:compute-agent /etc/compute-agent /etc/compute-agent/compute-agent.conf

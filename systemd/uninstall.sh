@@ -17,7 +17,8 @@ say() { printf 'uninstall: %s\n' "$*"; }
 if [ -z "$ROOT" ] && [ -d /run/systemd/system ]; then
   systemctl disable --now compute-agent 2>/dev/null || true
 fi
-rm -f "$ROOT/etc/systemd/system/compute-agent.service"
+rm -f "$ROOT/etc/systemd/system/compute-agent.service" "$ROOT/etc/systemd/system/compute-agent.service.d/gpu-devices.conf"
+rmdir "$ROOT/etc/systemd/system/compute-agent.service.d" 2>/dev/null || true
 [ -z "$ROOT" ] && [ -d /run/systemd/system ] && systemctl daemon-reload
 rm -f "$ROOT/usr/local/bin/compute-agent"
 rm -rf "$ROOT/opt/compute-agent"

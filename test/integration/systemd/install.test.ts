@@ -31,7 +31,20 @@ test('install is idempotent, keeps the operator config, and uninstall keeps stat
   expect(second).not.toContain('dependencies installed');
   expect(readFileSync(conf, 'utf8')).toBe('[DEFAULT]\nhost = edited\n');
 
+  // A staging root never gets the GPU drop-in by detection; --gpu-devices yes writes it, no removes it.
+  const dropin = join(root, 'etc/systemd/system/compute-agent.service.d/gpu-devices.conf');
+  expect(existsSync(dropin)).toBe(false);
+  expect(sh('install.sh', '--root', root, '--no-build', '--gpu-devices', 'yes')).toContain('GPU/VFIO drop-in written');
+  const gpu = readFileSync(dropin, 'utf8');
+  expect(gpu).toContain('PrivateDevices=no');
+  expect(gpu).toContain('DevicePolicy=closed');
+  for (const allow of ['char-nvidia* rw', 'char-drm rw', '/dev/vfio/vfio rw', 'char-vfio rw']) expect(gpu).toContain(`DeviceAllow=${allow}`);
+  sh('install.sh', '--root', root, '--no-build', '--gpu-devices', 'no');
+  expect(existsSync(dropin)).toBe(false);
+  sh('install.sh', '--root', root, '--no-build', '--gpu-devices', 'yes');
+
   sh('uninstall.sh', '--root', root);
+  expect(existsSync(dropin)).toBe(false);
   expect(existsSync(join(root, 'opt/compute-agent'))).toBe(false);
   expect(existsSync(join(root, 'etc/systemd/system/compute-agent.service'))).toBe(false);
   expect(existsSync(join(root, 'usr/local/bin/compute-agent'))).toBe(false);
