@@ -10,8 +10,9 @@
  * allocator keeping freed pages.
  *
  * Goal: the peak is bounded by the prefetch and the largest accepted body, not by the burst, and
- * RSS stays flat from the second round on. Nothing is asserted. `--hostile-rounds=N` (4; 2 of
- * 1 000 bodies with `--quick`). The daemon runs with `--inspect` on a loopback port (a few MB).
+ * RSS stays flat from the second round on. Nothing is asserted. `--hostile-rounds=N` (4; 2 with
+ * `--quick`), `--hostile-bodies=N` a round (10 000; 1 000 with `--quick`). The daemon runs with
+ * `--inspect` on a loopback port (a few MB).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync, readFileSync } from 'node:fs';
@@ -85,9 +86,12 @@ function roundBodies(n: number, seed: number, replyQueue: string, missingQueue: 
 }
 
 export async function runHostileInputBench(opts: BenchOptions & { readonly rounds?: number }): Promise<BenchResult> {
-  const flag = process.argv.find((x) => x.startsWith('--hostile-rounds='))?.slice('--hostile-rounds='.length);
-  const rounds = opts.rounds ?? (flag ? Number(flag) : opts.quick ? 2 : 4);
-  const perRound = opts.quick ? 1000 : 10_000;
+  const flag = (name: string): number | undefined => {
+    const v = process.argv.find((x) => x.startsWith(`--hostile-${name}=`))?.slice(`--hostile-${name}=`.length);
+    return v === undefined ? undefined : Number(v);
+  };
+  const rounds = opts.rounds ?? flag('rounds') ?? (opts.quick ? 2 : 4);
+  const perRound = Math.ceil((flag('bodies') ?? (opts.quick ? 1000 : 10_000)) / 8) * 8;
   const exchange = `bench-hi-${randomUUID().slice(0, 8)}`;
   const spec = agentSpec(`bench-hostile-${exchange.slice(-8)}`, exchange, { placementUrl: PLACEMENT_URL, transportUrl: TRANSPORT_URL });
   const queue = `compute.${spec.host}`;
