@@ -9,7 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 
 const REPO = join(__dirname, '..', '..');
-export const GUEST_SCRIPT = join(REPO, 'scripts', 'systemd-guest');
+const GUEST_SCRIPT = join(REPO, 'scripts', 'systemd-guest');
 
 /** The tools the guest needs that this machine lacks, and why the test cannot run; undefined when it can. */
 export function guestUnavailableReason(): string | undefined {
