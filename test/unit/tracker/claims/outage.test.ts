@@ -9,9 +9,9 @@ import { ClaimService } from '../../../../tracker/claims/service';
 import { NoAuth } from '../../../../tracker/placement/auth';
 import { PlacementClient } from '../../../../tracker/placement/client';
 import { PlacementHttp } from '../../../../tracker/placement/http';
-import { NodeHttpTransport, TransportError, type HttpTransport, type TransportRequest, type TransportResponse } from '../../../../tracker/placement/transport';
 import { PlacementView } from '../../../../tracker/sync/view';
 import { MockPlacement } from '../../../helpers/mock-placement';
+import { OutageTransport } from '../../../helpers/outage-transport';
 
 const HOST = '00000000-0000-0000-0000-0000000000e0';
 const OTHER = '00000000-0000-0000-0000-0000000000f0';
@@ -19,25 +19,6 @@ const VM = '00000000-0000-0000-0000-00000000e001';
 const MIG = '00000000-0000-0000-0000-00000000e0d1';
 const FLAVOR: Flavor = { name: 'm1.tiny', vcpus: 1, memory_mb: 512, root_gb: 1, ephemeral_gb: 0, swap: 0, extra_specs: {} };
 const SIZE = { VCPU: 1, MEMORY_MB: 512, DISK_GB: 1 };
-
-/** Fails the next `refuse` requests with ECONNREFUSED; with `loseAnswers`, sends them and then fails with ECONNRESET. */
-class OutageTransport implements HttpTransport {
-  refuse = 0;
-  loseAnswers = 0;
-  private readonly inner = new NodeHttpTransport();
-  async send(req: TransportRequest): Promise<TransportResponse> {
-    if (this.refuse > 0) {
-      this.refuse--;
-      throw new TransportError(`connect ECONNREFUSED (${req.method})`, 'ECONNREFUSED');
-    }
-    const res = await this.inner.send(req);
-    if (this.loseAnswers > 0 && req.method !== 'GET') {
-      this.loseAnswers--;
-      throw new TransportError('socket hang up', 'ECONNRESET');
-    }
-    return res;
-  }
-}
 
 const instantClock = (): Clock => {
   let t = 0;
