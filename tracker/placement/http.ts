@@ -11,6 +11,11 @@
  * for GET/PUT/DELETE: their writes carry a generation, so a replay of a write that did land gets a
  * 409 that the caller already handles. Allocation writes and POSTs use `retry: 'refused-only'`:
  * replaying one that landed would turn success into a consumer-generation conflict.
+ *
+ * Keystone that cannot be reached (or answers 5xx) while a token or the endpoint is resolved is an
+ * outage too: it becomes `PlacementUnavailableError`, so callers that ride out outages (the claim
+ * service, start-up) wait for it as they wait for Placement; refused credentials stay
+ * `PlacementAuthError`.
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -22,6 +27,7 @@ import type { AuthProvider } from './auth';
 import {
   ConsumerGenerationConflictError,
   errorFromResponse,
+  PlacementAuthError,
   PlacementError,
   PlacementUnavailableError,
   ProviderGenerationConflictError,
@@ -150,10 +156,10 @@ export class PlacementHttp {
     const route = routeOf(req.path);
     let reauthenticated = false;
     for (let attempt = 1; ; attempt++) {
-      const base = await this.auth.endpoint();
+      const base = await authStep(() => this.auth.endpoint());
       const headers: Record<string, string> = { Accept: 'application/json' };
       if (req.microversion) headers['OpenStack-API-Version'] = `placement ${req.microversion}`;
-      if (!req.anonymous) headers['X-Auth-Token'] = await this.auth.token();
+      if (!req.anonymous) headers['X-Auth-Token'] = await authStep(() => this.auth.token());
       headers['X-OpenStack-Request-ID'] = req.globalRequestId ?? `req-${randomUUID()}`;
       if (req.body !== undefined) headers['Content-Type'] = 'application/json';
       const info: PlacementErrorInfo = { method: req.method, path: req.path };
@@ -197,6 +203,17 @@ export class PlacementHttp {
       }
       await this.clock.sleep(backoffDelay(attempt, this.backoff));
     }
+  }
+}
+
+/** Runs an auth step; keystone not answering (no reply, or 5xx) becomes PlacementUnavailableError. */
+async function authStep<T>(step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (e) {
+    const noAnswer = e instanceof PlacementAuthError && (e.cause instanceof TransportError || (e.status ?? 0) >= 500);
+    if (!noAnswer) throw e;
+    throw new PlacementUnavailableError(e.message, { method: e.method, path: e.path, ...(e.status !== undefined ? { status: e.status } : {}) }, { cause: e });
   }
 }
 
