@@ -17,7 +17,8 @@ info() { echo "[$(ts)] INFO $*"; }
 pass() { echo "[$(ts)] PASS $1: ${2:-}"; }
 fail() { echo "[$(ts)] FAIL $1: ${2:-}"; failed=1; }
 show() { systemctl show -p "$1" --value "$UNIT"; }
-state() { echo "$(show ActiveState)/$(show SubState)"; }
+# Both in one call: two calls could straddle a transition and pair states that never coexisted.
+state() { systemctl show -p ActiveState -p SubState "$UNIT" | sed -n 's/^ActiveState=//p; s/^SubState=//p' | paste -sd/; }
 # The agent's own JSON lines from one process, as journald stored them.
 agent_log() { journalctl -q -u "$UNIT" -o cat "_PID=$1"; }
 # wait_for SECONDS COMMAND...: polls every 0.2 s.
