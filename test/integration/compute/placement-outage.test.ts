@@ -5,10 +5,11 @@
 // exactly its flavor, every deleted instance is gone with no allocation, and no instance is left in
 // a task state. The second case also SIGKILLs the agent during the outage and restarts it (as
 // systemd would: again until it starts). OUTAGE_SECONDS (default 20) sets the outage's length; the
-// default `[placement] retry_deadline` (300 s) outlasts it.
-import { execFile } from 'node:child_process';
+// default `[placement] retry_deadline` (300 s) outlasts it. OUTAGE_KIND=freeze makes the first
+// case's outage a frozen Placement (SIGSTOP: connections hang until the 30 s request timeout).
+import { execFile, execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +26,7 @@ jest.setTimeout(300000);
 const REPO = join(__dirname, '..', '..', '..');
 const BIN = join(REPO, 'dist', 'agent', 'cli', 'main.js');
 const OUTAGE_MS = Number(process.env.OUTAGE_SECONDS ?? '20') * 1000;
+const FREEZE = process.env.OUTAGE_KIND === 'freeze';
 /** What the harness's FLAVOR claims (swap counts as disk, rounded up). */
 const FLAVOR_ALLOCATION = { VCPU: 2, MEMORY_MB: 2048, DISK_GB: 11 };
 
@@ -54,6 +56,12 @@ class PrivatePlacement {
   }
   down(): Promise<void> {
     return this.stack('down');
+  }
+  /** Stops (SIGSTOP) or resumes (SIGCONT) the uwsgi master and its workers, by their pids. */
+  signal(sig: 'SIGSTOP' | 'SIGCONT'): void {
+    const master = Number(readFileSync(join(this.dir, `placement-${this.port}`, 'uwsgi.pid'), 'utf8').trim());
+    const workers = execFileSync('pgrep', ['-P', String(master)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number);
+    for (const pid of [master, ...workers]) process.kill(pid, sig);
   }
   private stack(cmd: 'up' | 'down'): Promise<void> {
     const env = { ...process.env, PLACEMENT_PORT: String(this.port), STACK_DIR: this.dir, PLACEMENT_DB: 'sqlite', PLACEMENT_WORKERS: '1' };
@@ -128,7 +136,7 @@ afterAll(async () => {
 });
 
 /** Runs one outage; `during` runs right after Placement stops and the casts are sent. */
-async function outage(name: string, during: (agent: Agent) => Promise<void>): Promise<void> {
+async function outage(name: string, during: (agent: Agent) => Promise<void>, freeze = false): Promise<void> {
   const exchange = `test-outage-${randomUUID().slice(0, 8)}`;
   const agent = new Agent(benchAgentSpec(`${name}-${exchange.slice(-8)}`, exchange, { placementUrl: placement.url, transportUrl: TRANSPORT_URL }));
   const cp = new ControlPlane(exchange);
@@ -144,14 +152,16 @@ async function outage(name: string, during: (agent: Agent) => Promise<void>): Pr
       return doomed.every((i) => rows.get(String(i.uuid))?.vm_state === 'active');
     }, 60000);
 
-    await placement.down();
+    if (freeze) placement.signal('SIGSTOP');
+    else await placement.down();
     const built = Array.from({ length: 4 }, () => instanceArgs());
     for (const i of built) await cp.cast(agent.spec.host, 'build_and_run_instance', { instance: i });
     for (const i of doomed) await cp.cast(agent.spec.host, 'terminate_instance', { instance: { uuid: i.uuid } });
     const stoppedAt = Date.now();
     await during(agent);
     await sleep(Math.max(0, OUTAGE_MS - (Date.now() - stoppedAt)));
-    await placement.up();
+    if (freeze) placement.signal('SIGCONT');
+    else await placement.up();
     const back = Date.now();
     await agent.restarting;
 
@@ -183,13 +193,14 @@ async function outage(name: string, during: (agent: Agent) => Promise<void>): Pr
   } finally {
     await agent.kill();
     await cp.close();
-    // Leave Placement up for the next case.
+    // Leave Placement up (and running) for the next case.
+    if (freeze) placement.signal('SIGCONT');
     if (await portFree(placement.port)) await placement.up();
   }
 }
 
 test('builds and deletes cast while Placement is down finish once it is back', async () => {
-  await outage('outage', () => Promise.resolve());
+  await outage('outage', () => Promise.resolve(), FREEZE);
 });
 
 test('the same when the agent is also SIGKILLed during the outage and restarted', async () => {
