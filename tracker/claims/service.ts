@@ -91,14 +91,14 @@ export class ClaimService {
     if (opts.resuming && !opts.schedulerClaimed) {
       // The claim may have been written before the crash. If the consumer holds what this flavor
       // asks, on this host, it is ours: adopt it rather than fail on it.
-      const existing = await this.read(inst.uuid);
+      const existing = await this.readOnce(inst.uuid);
       if (Object.keys(existing).length > 0) {
         this.verify(inst.uuid, existing, want);
         return existing;
       }
     }
     if (opts.schedulerClaimed) {
-      const existing = await this.read(inst.uuid);
+      const existing = await this.readOnce(inst.uuid);
       this.verify(inst.uuid, existing, want);
       return existing;
     }
@@ -130,7 +130,7 @@ export class ClaimService {
 
   private async claimMoveDestinationOnce(instance: string, migration: string, flavor: Flavor, opts: ClaimOptions): Promise<MoveClaim> {
     if (opts.schedulerClaimed) {
-      const have = await this.read(instance);
+      const have = await this.readOnce(instance);
       this.verify(instance, have, totalsOf(requestFromFlavor(flavor)));
       return { dest: have };
     }
@@ -209,7 +209,12 @@ export class ClaimService {
 
   /** What `consumer` holds in Placement now: provider uuid -> resources (empty when nothing). Writes nothing. @throws PlacementOutageError, Placement errors */
   async read(consumer: string): Promise<Record<string, Resources>> {
-    return flatten(await this.retry.run(`read of ${consumer}'s allocations`, () => this.writes.read(consumer)));
+    return this.retry.run(`read of ${consumer}'s allocations`, () => this.readOnce(consumer));
+  }
+
+  /** `read` with one attempt, for steps that run under a retry already. */
+  private async readOnce(consumer: string): Promise<Record<string, Resources>> {
+    return flatten(await this.writes.read(consumer));
   }
 
   /** Whether `consumer` has a claim in flight. */
