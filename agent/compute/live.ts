@@ -14,6 +14,7 @@ import type { LiveMigrateData } from '../../virt-drivers/types';
 import type { DecodedInstance, DecodedMigration } from './decode';
 import type { InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { FlowContext } from './flow-context';
+import { RpcTimeoutError } from '../rpc/oslo/errors';
 import { crashPoint } from '../crash-points';
 import type { RequestContext } from './ports';
 import { arrivingRecord, claimMoveDestination, instanceSpec } from './flow-steps';
@@ -134,10 +135,14 @@ export class LiveFlows {
       }
       await c.driver.postLiveMigration(rec, migration.migrate_data ?? data).catch(() => undefined);
       // The guest runs at the destination now, so nothing can go back: a destination that does not
-      // answer (it died mid-call) finishes the request from its journal when it starts again.
+      // answer (it died mid-call) finishes the request from its journal when it starts again. A
+      // refusal it sent still fails the migration here.
       await c.peers
         .call(dest.host, 'post_live_migration_at_destination', { instance: c.controlPlane.instanceArg(rec), block_migration: false }, ctx, c.callTimeoutMs)
-        .catch((e: unknown) => c.log.warn({ instance: uuid, reason: (e as Error).message }, 'post_live_migration_at_destination failed; the destination finishes it from its journal'));
+        .catch((e: unknown) => {
+          if (!(e instanceof RpcTimeoutError)) throw e;
+          c.log.warn({ instance: uuid, reason: e.message }, 'post_live_migration_at_destination did not answer; the destination finishes it from its journal');
+        });
       crashPoint('live.source.posted');
       await c.claims.confirmMove(migration.uuid, ctx.global_request_id ?? ctx.request_id);
       crashPoint('live.source.freed');

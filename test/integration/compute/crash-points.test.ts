@@ -100,7 +100,7 @@ class Pair {
     this.a = new AgentProcess(agentSpec(`crash-a${n}-${exchange.slice(-8)}`, exchange));
     this.b = new AgentProcess(agentSpec(`crash-b${n}-${exchange.slice(-8)}`, exchange));
     // Peer calls to a dead agent time out quickly, so a crash mid-call rolls back within the step.
-    for (const { spec } of [this.a, this.b]) writeFileSync(spec.file, readFileSync(spec.file, 'utf8').replace('[DEFAULT]\n', '[DEFAULT]\nrpc_response_timeout = 6\n'));
+    for (const { spec } of [this.a, this.b]) writeFileSync(spec.file, readFileSync(spec.file, 'utf8').replace('[DEFAULT]\n', '[DEFAULT]\nrpc_response_timeout = 8\n'));
   }
 
   async start(): Promise<void> {
