@@ -1,7 +1,8 @@
 /**
  * Steps several compute flows share, kept in one place so the flows cannot drift apart: the first
  * record of an instance arriving on this host, a move's claim on the destination recorded on the
- * instance and its migration, the driver's view of an instance, and putting an instance in ERROR.
+ * instance and its migration, the best-effort revert of a failed move's swap, the driver's view of
+ * an instance, and putting an instance in ERROR.
  * It is not: locking or journaling (the calling flow does those), or the state machine
  * (`transitions.ts`).
  */
@@ -10,7 +11,7 @@ import type { InstanceSpec } from '../../virt-drivers/types';
 import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { DecodedInstance } from './decode';
 import type { FlowContext } from './flow-context';
-import type { RequestContext } from './ports';
+import { placementRequestId, type RequestContext } from './ports';
 import { transition, type FlowStep } from './transitions';
 
 /** The state a flow gives an instance when it first records it here. */
@@ -50,12 +51,20 @@ export async function claimMoveDestination(
   const claim = await c.claims.claimMoveDestination(rec.uuid, migration.uuid, flavor, {
     schedulerClaimed: c.controlPlane.schedulerClaims,
     resuming,
-    requestId: ctx.global_request_id ?? ctx.request_id,
+    requestId: placementRequestId(ctx),
   });
   if (claim.source) migration.source_allocations = claim.source;
   migration.dest_allocations = claim.dest;
   rec.allocations = claim.dest;
   return claim.source !== undefined;
+}
+
+/**
+ * Moves a failed move's allocations back to the instance, best effort: a failure is logged and left
+ * to the audit, since the flow is already failing for another reason.
+ */
+export async function revertSwapOrLog(c: Pick<FlowContext, 'claims' | 'log'>, instance: string, migration: string): Promise<void> {
+  await c.claims.revertMove(instance, migration).catch((err: unknown) => c.log.warn({ instance, reason: (err as Error).message }, 'revert of the allocation swap failed; the audit will report it'));
 }
 
 /** The instance as the virt driver takes it. */

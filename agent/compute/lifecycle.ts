@@ -11,7 +11,7 @@ import type { DecodedInstance } from './decode';
 import type { FlowContext } from './flow-context';
 import { crashPoint } from '../crash-points';
 import { arrivingRecord, instanceSpec, putInError } from './flow-steps';
-import type { RequestContext } from './ports';
+import { placementRequestId, type RequestContext } from './ports';
 import { arrival, failureOf, transition } from './transitions';
 
 /** A build's claim information, from `host_list` selections or the deployment mode. */
@@ -48,7 +48,7 @@ export class LifecycleFlows {
           rec.allocations = await c.claims.claimForBuild(rec, {
             schedulerClaimed: opts.claimed || c.controlPlane.schedulerClaims,
             resuming,
-            requestId: ctx.global_request_id ?? ctx.request_id,
+            requestId: placementRequestId(ctx),
           });
           transition(rec, 'create.claimed');
           await c.save(rec);
@@ -126,7 +126,7 @@ export class LifecycleFlows {
       await c.forget(uuid);
       crashPoint('terminate.forgotten');
       await c.controlPlane.deleted(uuid, rec, ctx);
-      await c.removals.tryNow(consumers, ctx.global_request_id ?? ctx.request_id);
+      await c.removals.tryNow(consumers, placementRequestId(ctx));
       crashPoint('terminate.freed');
     });
   }

@@ -16,8 +16,8 @@ import type { InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { FlowContext } from './flow-context';
 import { RpcTimeoutError } from '../rpc/oslo/errors';
 import { crashPoint } from '../crash-points';
-import type { RequestContext } from './ports';
-import { arrivingRecord, claimMoveDestination, instanceSpec } from './flow-steps';
+import { placementRequestId, type RequestContext } from './ports';
+import { arrivingRecord, claimMoveDestination, instanceSpec, revertSwapOrLog } from './flow-steps';
 import { arrival, check, failureOf, stateAfter, transition } from './transitions';
 
 export type LiveContext = Pick<
@@ -39,7 +39,7 @@ export class LiveFlows {
         // Interrupted by a restart, before it answered or before its answer was journaled: the
         // caller gave up (or gets a refused pre_live_migration), so undo, never redo (a redone
         // check would hold swapped allocations for a live_migration that never comes).
-        await c.claims.revertMoveIfSwapped(inst.uuid, mig.uuid);
+        await c.claims.revertMove(inst.uuid, mig.uuid);
         c.claims.release(inst.uuid);
         await c.driver.rollbackLiveMigrationAtDestination(existing, {}).catch(() => undefined);
         await c.forget(inst.uuid);
@@ -75,7 +75,7 @@ export class LiveFlows {
         crashPoint('live.check.answered');
         return data;
       } catch (e) {
-        if (swapped) await c.claims.revertMove(rec.uuid, mig.uuid).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'revert of the allocation swap failed; the audit will report it'));
+        if (swapped) await revertSwapOrLog(c, rec.uuid, mig.uuid);
         c.claims.release(rec.uuid);
         await c.forget(rec.uuid);
         throw e;
@@ -144,7 +144,7 @@ export class LiveFlows {
           c.log.warn({ instance: uuid, reason: e.message }, 'post_live_migration_at_destination did not answer; the destination finishes it from its journal');
         });
       crashPoint('live.source.posted');
-      await c.claims.confirmMove(migration.uuid, ctx.global_request_id ?? ctx.request_id);
+      await c.claims.confirmMove(migration.uuid, placementRequestId(ctx));
       crashPoint('live.source.freed');
       await c.forget(uuid);
       await c.notify({ ...rec, ...stateAfter('live_migration_post.end', rec), host: dest.host, migration: { ...migration, status: 'completed' } }, 'live_migration_post.end', ctx);
@@ -155,7 +155,7 @@ export class LiveFlows {
     const c = this.c;
     const migration = rec.migration as MigrationRecord;
     c.log.warn({ instance: rec.uuid, reason: (e as Error).message }, 'live migration failed; rolling back');
-    await c.claims.revertMove(rec.uuid, migration.uuid).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'revert of the allocation swap failed; the audit will report it'));
+    await revertSwapOrLog(c, rec.uuid, migration.uuid);
     await c.peers
       .cast(migration.dest_compute, 'rollback_live_migration_at_destination', { instance: c.controlPlane.instanceArg(rec), destroy_disks: true, migrate_data: migration.migrate_data ?? {} }, ctx)
       .catch(() => undefined);

@@ -14,6 +14,11 @@ export interface RequestContext {
   readonly [key: string]: unknown;
 }
 
+/** The request id Placement is sent with a write: the global one when the request has it, so one user request is traceable across services. */
+export function placementRequestId(ctx: RequestContext): string | undefined {
+  return ctx.global_request_id ?? ctx.request_id;
+}
+
 /** Other compute hosts. */
 export interface ComputePeers {
   /** Fire-and-forget to `host`'s compute topic; resolves once the broker has the message. */

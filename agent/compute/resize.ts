@@ -18,8 +18,8 @@ import type { DecodedInstance, DecodedMigration } from './decode';
 import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
 import type { FlowContext } from './flow-context';
 import { crashPoint } from '../crash-points';
-import type { RequestContext } from './ports';
-import { arrivingRecord, claimMoveDestination, instanceSpec, putInError } from './flow-steps';
+import { placementRequestId, type RequestContext } from './ports';
+import { arrivingRecord, claimMoveDestination, instanceSpec, putInError, revertSwapOrLog } from './flow-steps';
 import { plainMigrationArg } from './control-plane';
 import { arrival, check, failureOf, reached, transition } from './transitions';
 
@@ -140,7 +140,7 @@ export class ResizeFlows {
   private async failAtSource(rec: InstanceRecord, e: unknown, ctx: RequestContext): Promise<void> {
     const c = this.c;
     const migration = rec.migration as MigrationRecord;
-    await c.claims.revertMove(rec.uuid, migration.uuid).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'revert of the allocation swap failed; the audit will report it'));
+    await revertSwapOrLog(c, rec.uuid, migration.uuid);
     const step = failureOf('resize.end');
     transition(rec, step);
     delete rec.migration;
@@ -185,7 +185,7 @@ export class ResizeFlows {
         crashPoint('confirm.recorded');
         await c.driver.confirmMigration(rec, migrationRef(migration));
         crashPoint('confirm.driver');
-        await c.claims.confirmMove(migration.uuid, ctx.global_request_id ?? ctx.request_id);
+        await c.claims.confirmMove(migration.uuid, placementRequestId(ctx));
         crashPoint('confirm.freed');
         await c.forget(uuid);
         await c.notify({ ...rec, migration: { ...migration, status: 'confirmed' } }, 'resize_confirm.end', ctx);
@@ -244,7 +244,7 @@ export class ResizeFlows {
       migration.status = 'reverted';
       await c.save(rec);
       crashPoint('revert.source.recorded');
-      await c.claims.revertMove(uuid, migration.uuid, ctx.global_request_id ?? ctx.request_id);
+      await c.claims.revertMove(uuid, migration.uuid, placementRequestId(ctx));
       crashPoint('revert.source.swapped');
       await c.driver.finishRevertMigration(rec, migrationRef(migration), { powerOn: migration.old_vm_state !== 'stopped' });
       crashPoint('revert.source.spawned');

@@ -29,6 +29,9 @@ const body = (allocs: Allocs, project: string, user: string, gen: number | null)
   consumer_generation: gen,
 });
 
+/** Whether a consumer exists in Placement and holds any allocation. */
+const holdsAllocations = (c: ConsumerAllocations): boolean => c.consumer_generation !== undefined && Object.keys(c.allocations).length > 0;
+
 export const flatten = (a: ConsumerAllocations): Record<string, Resources> =>
   Object.fromEntries(Object.entries(a.allocations).map(([rp, v]) => [rp, v.resources]));
 
@@ -97,7 +100,7 @@ export class AllocationWriter {
     if (resuming) {
       // A replay after a crash: if the migration already holds the source, the swap happened.
       const held = await this.read(migration);
-      if (held.consumer_generation !== undefined && Object.keys(held.allocations).length > 0) return flatten(held);
+      if (holdsAllocations(held)) return flatten(held);
     }
     const cur = await this.read(instance);
     if (cur.consumer_generation === undefined || !cur.project_id || !cur.user_id) {
@@ -139,7 +142,8 @@ export class AllocationWriter {
   /** Moves the migration's (source) allocations back to the instance in one POST (revert, rollback). */
   async revertMove(instance: string, migration: string, requestId?: string): Promise<void> {
     const [inst, mig] = await Promise.all([this.read(instance), this.read(migration)]);
-    if (mig.consumer_generation === undefined) return; // nothing held by the migration: already reverted
+    // Nothing held by the migration: already reverted, or a step interrupted before its swap.
+    if (!holdsAllocations(mig)) return;
     const shared = Object.fromEntries(Object.entries(flatten(inst)).filter(([rp]) => this.isSharing(rp)));
     const project = mig.project_id ?? inst.project_id ?? '';
     const user = mig.user_id ?? inst.user_id ?? '';

@@ -87,20 +87,16 @@ export class ClaimService {
   }
 
   private async claimForBuildOnce(inst: ClaimingInstance, opts: ClaimOptions): Promise<Allocs> {
-    const want = totalsOf(requestFromFlavor(inst.flavor));
-    if (opts.resuming && !opts.schedulerClaimed) {
-      // The claim may have been written before the crash. If the consumer holds what this flavor
-      // asks, on this host, it is ours: adopt it rather than fail on it.
+    if (opts.schedulerClaimed || opts.resuming) {
+      // A scheduler's claim is verified. When resuming, the claim may have been written before the
+      // crash: if the consumer holds what this flavor asks, on this host, it is ours: adopt it
+      // rather than fail on it.
+      const want = totalsOf(requestFromFlavor(inst.flavor));
       const existing = await this.readOnce(inst.uuid);
-      if (Object.keys(existing).length > 0) {
+      if (opts.schedulerClaimed || Object.keys(existing).length > 0) {
         this.verify(inst.uuid, existing, want);
         return existing;
       }
-    }
-    if (opts.schedulerClaimed) {
-      const existing = await this.readOnce(inst.uuid);
-      this.verify(inst.uuid, existing, want);
-      return existing;
     }
     const plan = this.claimInFlight(inst.uuid, inst.flavor);
     try {
@@ -150,23 +146,12 @@ export class ClaimService {
 
   /**
    * Reverts a move: the migration's (source) allocations go back to the instance in ONE
-   * `POST /allocations` (sharing-provider allocations stay); nothing when the migration holds none.
+   * `POST /allocations` (sharing-provider allocations stay); nothing when the migration holds none
+   * (already reverted, or a step interrupted before it swapped).
    * @throws AllocationConflictError, PlacementOutageError, Placement errors
    */
   revertMove(instance: string, migration: string, requestId?: string): Promise<void> {
     return this.retry.run(`revert of migration ${migration}`, () => this.writes.revertMove(instance, migration, requestId));
-  }
-
-  /**
-   * Reverts a move only if the migration consumer holds allocations: a step interrupted by a
-   * restart may or may not have swapped. Writes as `revertMove`.
-   * @throws AllocationConflictError, PlacementOutageError, Placement errors
-   */
-  revertMoveIfSwapped(instance: string, migration: string): Promise<void> {
-    return this.retry.run(`revert of migration ${migration}`, async () => {
-      const held = await this.writes.read(migration);
-      if (held.consumer_generation !== undefined && Object.keys(held.allocations).length > 0) await this.writes.revertMove(instance, migration);
-    });
   }
 
   /**

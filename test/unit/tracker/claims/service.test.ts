@@ -145,7 +145,7 @@ describe('ClaimService: a move', () => {
     expect(holds(mock, VM)).toEqual({ [SOURCE]: BASE });
     expect(holds(mock, MIG)).toBeUndefined();
     mock.requests.length = 0;
-    await claims.revertMoveIfSwapped(VM, MIG);
+    await claims.revertMove(VM, MIG);
     expect(mock.writes()).toEqual([]);
     claims.release(VM);
     expect(claims.has(VM)).toBe(false);
