@@ -80,13 +80,14 @@ export class ResourceTracker {
   constructor(private readonly deps: TrackerDeps) {
     this.ownership = new Ownership(deps.statePath, deps.logger);
     const now = (): number => (deps.clock ?? systemClock).now();
-    this.sharing = new SharingProviders(deps.api, (deps.associationRefreshSeconds ?? 300) * 1000, now);
-    this.associations = new AssociationRefresh(deps.associationRefreshSeconds ?? 300, now);
+    const refreshSeconds = deps.associationRefreshSeconds ?? 300;
+    this.sharing = new SharingProviders(deps.api, refreshSeconds * 1000, now);
+    this.associations = new AssociationRefresh(refreshSeconds, now);
     this.claims = new ClaimService({
       api: deps.api,
       view: this.view,
       scope: { ourProviders: () => this.ourProviders(), sharingProviders: () => this.sharingProviders() },
-      now: deps.clock ? () => deps.clock?.now() ?? Date.now() : Date.now,
+      now,
       retry: {
         deadlineMs: (deps.retryDeadlineSeconds ?? 0) * 1000,
         ...(deps.clock ? { clock: deps.clock } : {}),
@@ -121,8 +122,7 @@ export class ResourceTracker {
   ourProviders(): ProviderSnapshot[] {
     const root = this.deps.rootUuid;
     const out: ProviderSnapshot[] = [];
-    for (const uuid of this.view.uuids()) {
-      if (uuid !== root && !this.ownership.ownsProvider(uuid)) continue;
+    for (const uuid of this.ownedUuids()) {
       const p = this.view.get(uuid);
       if (!p) continue;
       out.push({
@@ -173,12 +173,13 @@ export class ResourceTracker {
     const ctx = this.readContext();
     ctx.stats.reads++;
     await this.syncer.list(rootUuid);
-    const refreshed = await this.associations.refresh(ctx, this.ownedUuids());
+    const owned = this.ownedUuids();
+    const refreshed = await this.associations.refresh(ctx, owned);
     for (const [provider, aspects] of Object.entries(refreshed.drifted)) {
       this.deps.logger.info({ provider, name: this.view.get(provider)?.name, aspects }, 'changed in Placement by someone else; the sync repairs what this agent owns');
     }
     // The driver compares its layout with the inventories it is given; read any not yet known.
-    for (const uuid of this.ownedUuids()) {
+    for (const uuid of owned) {
       if (!this.view.known(uuid, 'inventories')) await readAspect(ctx, uuid, 'inventories');
     }
     const root = { uuid: rootUuid, name: nodename };
@@ -215,8 +216,7 @@ export class ResourceTracker {
     return this.cycle.runExclusive(async () => {
       const ctx = this.readContext();
       const out = new Map<string, Set<string>>();
-      for (const uuid of this.view.uuids()) {
-        if (uuid !== this.deps.rootUuid && !this.ownership.ownsProvider(uuid)) continue;
+      for (const uuid of this.ownedUuids()) {
         const on = this.view.fresh(uuid, 'allocations') ?? (await readAspect(ctx, uuid, 'allocations'));
         this.claims.reconcile(uuid, on);
         for (const c of Object.keys(on)) {
