@@ -80,7 +80,6 @@ function logStatus(logger: Logger, s: BrokerStatus): void {
 /** Ownership: the daemon owns it (start, then stop once). */
 export class RpcService {
   readonly broker: Broker;
-  readonly dispatcher: Dispatcher;
   readonly client: RpcClient;
   readonly server: RpcServer;
   private readonly window: DedupeWindow | undefined;
@@ -103,7 +102,6 @@ export class RpcService {
       logStatus(logger, s);
       if (s.type === 'connected' && s.recovery) deps.onRecovery?.(s.recovery);
     });
-    this.dispatcher = deps.dispatcher;
     let journal = deps.journal;
     if (!journal) {
       this.window = new DedupeWindow({ path: join(d.state_path, DEDUPE_WINDOW_FILE), clock: deps.clock });
@@ -112,7 +110,7 @@ export class RpcService {
     const prefetch = rabbit.rabbit_qos_prefetch_count > 0 ? rabbit.rabbit_qos_prefetch_count : d.executor_thread_pool_size;
     this.server = new RpcServer({
       broker: this.broker,
-      dispatcher: this.dispatcher,
+      dispatcher: deps.dispatcher,
       journal,
       logger,
       target: { exchange: d.control_exchange, topic: deps.topic, server: d.host },

@@ -44,7 +44,6 @@ export class ReconnectSchedule {
   /** Failures, since the last connection, where something answered (not refused). */
   private reached = 0;
   private lastRefused = false;
-  private everConnected = false;
   private lostAt: number | undefined;
   private lastFailureAt: number | undefined;
   private failedAttempts = 0;
@@ -69,14 +68,16 @@ export class ReconnectSchedule {
     return reconnectDelayMs(this.lastRefused ? 1 : Math.max(1, this.reached), this.rabbit, this.random);
   }
 
-  /** A connection is up and set up: how the outage went (undefined for the first connection). */
+  /**
+   * A connection is up and set up: how the outage went (undefined for the first connection: only a
+   * connection that was up can be lost, and attempts before the first one are not an outage).
+   */
   connected(): BrokerRecovery | undefined {
     const at = this.now();
     const recovery =
-      this.everConnected && this.lostAt !== undefined
+      this.lostAt !== undefined
         ? { outageMs: at - this.lostAt, sinceLastFailureMs: at - (this.lastFailureAt ?? this.lostAt), failedAttempts: this.failedAttempts }
         : undefined;
-    this.everConnected = true;
     this.reached = 0;
     this.lastRefused = false;
     this.lostAt = undefined;
