@@ -56,6 +56,20 @@ export class AgentProcess {
     this.output = p.output;
   }
 
+  /** Starts it again until it comes up, as systemd's Restart= would (startup gives up while Placement is down). */
+  async startUntilUp(ms: number): Promise<void> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      try {
+        await this.start();
+        return;
+      } catch (e) {
+        if (Date.now() > deadline) throw e;
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
+
   /** Resolves with the signal (or exit code) when the running process ends. */
   exited(): Promise<string> {
     const c = this.child;

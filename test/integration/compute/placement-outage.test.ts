@@ -10,38 +10,29 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ChildProcess } from 'node:child_process';
-import { agentSpec as benchAgentSpec, type AgentSpec } from '../../../bench/agents';
-import { rootOf, startProcess } from '../../helpers/agents';
+import { agentSpec as benchAgentSpec } from '../../../bench/agents';
+import { requestFromFlavor, totalsOf } from '../../../tracker/claims/request';
+import { AgentProcess, rootOf } from '../../helpers/agents';
 import { ControlPlane } from '../../helpers/control-plane';
-import { instanceArgs } from '../../helpers/compute-harness';
+import { FLAVOR, instanceArgs } from '../../helpers/compute-harness';
 import { placementClient } from '../../helpers/placement';
 import { TRANSPORT_URL } from '../../helpers/stack';
+import { portFree, waitUntil } from '../../helpers/wait';
 
 jest.setTimeout(300000);
 
 const REPO = join(__dirname, '..', '..', '..');
-const BIN = join(REPO, 'dist', 'agent', 'cli', 'main.js');
 const OUTAGE_MS = Number(process.env.OUTAGE_SECONDS ?? '20') * 1000;
 const FREEZE = process.env.OUTAGE_KIND === 'freeze';
 /** What the harness's FLAVOR claims (swap counts as disk, rounded up). */
-const FLAVOR_ALLOCATION = { VCPU: 2, MEMORY_MB: 2048, DISK_GB: 11 };
+const FLAVOR_ALLOCATION = totalsOf(requestFromFlavor(FLAVOR));
 
 interface Row {
   uuid: string;
   vm_state: string;
   task_state: string | null;
-}
-
-function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.once('error', () => resolve(false));
-    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-  });
 }
 
 /** A Placement of this test's own, run by `scripts/stack` with its own port and STACK_DIR. */
@@ -79,49 +70,7 @@ async function privatePlacement(): Promise<PrivatePlacement> {
   throw new Error('no free port for a private Placement');
 }
 
-class Agent {
-  child: ChildProcess | undefined;
-  output: string[] = [];
-  /** A restart under way in the background, if any. */
-  restarting: Promise<void> | undefined;
-  constructor(readonly spec: AgentSpec) {}
-  async start(): Promise<void> {
-    const p = await startProcess(this.spec, BIN);
-    this.child = p.child;
-    this.output = p.output;
-  }
-  /** Starts it again until it comes up, as systemd's Restart= would (startup gives up while Placement is down). */
-  async startUntilUp(ms: number): Promise<void> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      try {
-        await this.start();
-        return;
-      } catch (e) {
-        if (Date.now() > deadline) throw e;
-        await sleep(1000);
-      }
-    }
-  }
-  async kill(): Promise<void> {
-    const c = this.child;
-    if (!c || c.exitCode !== null || c.signalCode !== null) return;
-    const gone = new Promise((r) => c.once('exit', r));
-    c.kill('SIGKILL');
-    await gone;
-  }
-}
-
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function waitUntil(what: string, ok: () => Promise<boolean>, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await ok().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await sleep(250);
-  }
-}
 
 let placement: PrivatePlacement;
 
@@ -136,11 +85,12 @@ afterAll(async () => {
 });
 
 /** Runs one outage; `during` runs right after Placement stops and the casts are sent. */
-async function outage(name: string, during: (agent: Agent) => Promise<void>, freeze = false): Promise<void> {
+async function outage(name: string, during: (agent: AgentProcess, background: (restart: Promise<void>) => void) => Promise<void>, freeze = false): Promise<void> {
   const exchange = `test-outage-${randomUUID().slice(0, 8)}`;
-  const agent = new Agent(benchAgentSpec(`${name}-${exchange.slice(-8)}`, exchange, { placementUrl: placement.url, transportUrl: TRANSPORT_URL }));
+  const agent = new AgentProcess(benchAgentSpec(`${name}-${exchange.slice(-8)}`, exchange, { placementUrl: placement.url, transportUrl: TRANSPORT_URL }));
   const cp = new ControlPlane(exchange);
   const api = placementClient(undefined, placement.url);
+  let restarting: Promise<void> | undefined;
   const list = async (): Promise<Map<string, Row>> => new Map((await cp.call<Row[]>(agent.spec.host, 'list_instances', {}, 'compute_agent', 5000)).map((r) => [r.uuid, r]));
   try {
     await cp.start();
@@ -158,12 +108,14 @@ async function outage(name: string, during: (agent: Agent) => Promise<void>, fre
     for (const i of built) await cp.cast(agent.spec.host, 'build_and_run_instance', { instance: i });
     for (const i of doomed) await cp.cast(agent.spec.host, 'terminate_instance', { instance: { uuid: i.uuid } });
     const stoppedAt = Date.now();
-    await during(agent);
+    await during(agent, (restart) => {
+      restarting = restart;
+    });
     await sleep(Math.max(0, OUTAGE_MS - (Date.now() - stoppedAt)));
     if (freeze) placement.signal('SIGCONT');
     else await placement.up();
     const back = Date.now();
-    await agent.restarting;
+    await restarting;
 
     const root = rootOf(agent.spec);
     await waitUntil('every build is ACTIVE with its allocation and every deleted instance is gone with none', async () => {
@@ -204,11 +156,12 @@ test('builds and deletes cast while Placement is down finish once it is back', a
 });
 
 test('the same when the agent is also SIGKILLed during the outage and restarted', async () => {
-  await outage('outage-kill', async (agent) => {
+  await outage('outage-kill', async (agent, background) => {
     await sleep(Math.min(5000, OUTAGE_MS / 4));
     await agent.kill();
     // Started again at once: startup waits for Placement and gives up; started again until it is up.
-    agent.restarting = agent.startUntilUp(OUTAGE_MS + 60000);
-    agent.restarting.catch(() => undefined);
+    const restart = agent.startUntilUp(OUTAGE_MS + 60000);
+    restart.catch(() => undefined);
+    background(restart);
   });
 });

@@ -13,6 +13,7 @@ import { ControlPlane } from '../../helpers/control-plane';
 import { FLAVOR, instanceArgs } from '../../helpers/compute-harness';
 import { hostProblems, instanceProblems, pendingRequests, type CheckedHost, type InstanceExpectation } from '../../helpers/invariants';
 import { deleteTree, placementClient } from '../../helpers/placement';
+import { waitUntil } from '../../helpers/wait';
 
 jest.setTimeout(600000);
 
@@ -22,15 +23,6 @@ interface Row {
   uuid: string;
   vm_state: string;
   task_state: string | null;
-}
-
-async function waitUntil(what: string, ok: () => Promise<boolean>, ms = 180000): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await ok().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }
 
 test('SIGKILL at 20 random points during spawn, migrate and delete flows: invariants hold at the end', async () => {

@@ -4,9 +4,9 @@
 import { execFile, type ExecFileException } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { portFree } from '../../helpers/wait';
 
 const BIN = '/usr/lib/rabbitmq/bin';
 
@@ -21,14 +21,6 @@ export interface PrivateRabbit {
   startApp(): Promise<void>;
   queues(): Promise<string[]>;
   stop(): Promise<void>;
-}
-
-function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.once('error', () => resolve(false));
-    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-  });
 }
 
 /** Two consecutive free ports below the ephemeral range (beam refuses to listen inside it here). */

@@ -10,12 +10,12 @@
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { AGENT_BIN } from '../../helpers/agents';
 import { deleteTree, placementClient } from '../../helpers/placement';
 import { PLACEMENT_URL, RABBIT_PORT } from '../../helpers/stack';
 import { guestUnavailableReason, parseGuestLog, runGuest } from '../../helpers/systemd-guest';
 
 const SCENARIO = join(__dirname, 'guest', 'scenario.sh');
-const BIN = join(__dirname, '..', '..', '..', 'dist', 'agent', 'cli', 'main.js');
 /** First run on a 2-core machine under TCG: debootstrap, the image, the boot and the scenario. */
 const GUEST_DEADLINE_MS = 20 * 60 * 1000;
 /** Every check the scenario must report as PASS (the GPU ones only where the guest has /dev/dri). */
@@ -41,7 +41,7 @@ function guestConfig(dir: string): string {
 guestTest(
   'the unit under systemd: READY, journald JSON, sandboxed discovery, reload, watchdog restart, clean stop',
   async () => {
-    expect(existsSync(BIN)).toBe(true);
+    expect(existsSync(AGENT_BIN)).toBe(true);
     const out = mkdtempSync(join(tmpdir(), 'ca-systemd-guest-'));
     const logFile = join(out, 'guest.log');
     console.log(`systemd guest: scenario log ${logFile}, serial console ${join(out, 'console.log')}`);
