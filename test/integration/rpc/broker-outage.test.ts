@@ -13,8 +13,7 @@ import { arg } from '../../../agent/rpc/endpoint/args';
 import type { BrokerStatus } from '../../../agent/rpc/amqp/broker';
 import { RpcClient } from '../../../agent/rpc/endpoint/client';
 import { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
-import { agentStack, RABBIT, type AgentStack } from './helpers';
-import { startPrivateRabbit, type PrivateRabbit } from './private-rabbit';
+import { agentStack, RABBIT, privateRabbitSuite } from './helpers';
 
 jest.setTimeout(150_000);
 
@@ -40,22 +39,10 @@ async function whenListening(port: number, deadlineMs: number): Promise<number> 
   throw new Error(`port ${port} never accepted a connection`);
 }
 
-let node: PrivateRabbit | undefined;
-let agent: AgentStack | undefined;
-let publisherBroker: AmqpBroker | undefined;
-
-beforeAll(async () => {
-  node = await startPrivateRabbit();
-});
-
-afterAll(async () => {
-  await agent?.stop().catch(() => undefined);
-  await publisherBroker?.close().catch(() => undefined);
-  await node?.stop();
-});
+const suite = privateRabbitSuite();
 
 test('quorum queues: casts confirmed across a broker restart are handled once; consuming again within 10 s of the broker’s return', async () => {
-  if (!node) throw new Error('no private RabbitMQ');
+  const node = suite.node;
   const seen = new Map<number, number>();
   let slowStarted = (): void => undefined;
   const slowRunning = new Promise<void>((r) => (slowStarted = r));
@@ -76,7 +63,8 @@ test('quorum queues: casts confirmed across a broker restart are handled once; c
     })
     .register({ name: 'record', versions: { min: '6.0' }, args: { seq: arg.int() }, handler: async (a) => void seen.set(a.seq, (seen.get(a.seq) ?? 0) + 1) })
     .register({ name: 'ping', versions: { min: '6.0' }, args: {}, journaled: false, handler: async () => 'pong' });
-  agent = await agentStack({ url: node.url, exchange: 'nova', topic: 'compute', server: 'outage-host', dispatcher, rabbit, prefetch: 16 });
+  const agent = await agentStack({ url: node.url, exchange: 'nova', topic: 'compute', server: 'outage-host', dispatcher, rabbit, prefetch: 16 });
+  suite.agent = agent;
   const connectedAt: number[] = []; // reconnections only: the first connection preceded this listener
   const recoveries: Array<NonNullable<Extract<BrokerStatus, { type: 'connected' }>['recovery']>> = [];
   const delaysMs: number[] = [];
@@ -88,7 +76,8 @@ test('quorum queues: casts confirmed across a broker restart are handled once; c
   });
   await expect(agent.client.call(target, 'ping', {})).resolves.toBe('pong');
 
-  publisherBroker = new AmqpBroker({ transport: parseTransportUrl(node.url), rabbit, logger: silentLogger(), initialAttempts: 3 });
+  const publisherBroker = new AmqpBroker({ transport: parseTransportUrl(node.url), rabbit, logger: silentLogger(), initialAttempts: 3 });
+  suite.publisherBroker = publisherBroker;
   await publisherBroker.start();
   const publisher = new RpcClient({ broker: publisherBroker, logger: silentLogger(), rabbit, controlExchange: 'nova', defaultTimeoutMs: 60_000 });
 

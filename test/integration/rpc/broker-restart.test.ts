@@ -8,8 +8,7 @@ import { arg } from '../../../agent/rpc/endpoint/args';
 import type { BrokerStatus } from '../../../agent/rpc/amqp/broker';
 import { RpcClient } from '../../../agent/rpc/endpoint/client';
 import { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
-import { agentStack, RABBIT, TRANSPORT_URL, type AgentStack } from './helpers';
-import { startPrivateRabbit, type PrivateRabbit } from './private-rabbit';
+import { agentStack, RABBIT, TRANSPORT_URL, privateRabbitSuite } from './helpers';
 
 jest.setTimeout(300_000);
 
@@ -19,32 +18,22 @@ const rabbit = { ...RABBIT, amqp_durable_queues: true };
 const target = { topic: 'compute', server: 'restart-host', version: '6.0' };
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-let node: PrivateRabbit | undefined;
-let agent: AgentStack | undefined;
-let publisherBroker: AmqpBroker | undefined;
-
-beforeAll(async () => {
-  node = await startPrivateRabbit();
-});
-
-afterAll(async () => {
-  await agent?.stop().catch(() => undefined);
-  await publisherBroker?.close().catch(() => undefined);
-  await node?.stop();
-});
+const suite = privateRabbitSuite();
 
 test('RabbitMQ restarted mid-stream: reconnect, re-declare, nothing confirmed is lost', async () => {
-  if (!node) throw new Error('no private RabbitMQ');
+  const node = suite.node;
   const seen = new Map<number, number>();
   const dispatcher = new Dispatcher()
     .register({ name: 'record', versions: { min: '6.0' }, args: { seq: arg.int() }, handler: async (a) => void seen.set(a.seq, (seen.get(a.seq) ?? 0) + 1) })
     .register({ name: 'ping', versions: { min: '6.0' }, args: {}, journaled: false, handler: async () => 'pong' });
-  agent = await agentStack({ url: node.url, exchange: 'nova', topic: 'compute', server: 'restart-host', dispatcher, rabbit, prefetch: 16 });
+  const agent = await agentStack({ url: node.url, exchange: 'nova', topic: 'compute', server: 'restart-host', dispatcher, rabbit, prefetch: 16 });
+  suite.agent = agent;
   const statuses: BrokerStatus['type'][] = [];
   agent.broker.onStatus((s) => statuses.push(s.type));
   await expect(agent.client.call(target, 'ping', {})).resolves.toBe('pong'); // creates the (transient) reply queue
 
-  publisherBroker = new AmqpBroker({ transport: parseTransportUrl(node.url), rabbit, logger: silentLogger(), initialAttempts: 3 });
+  const publisherBroker = new AmqpBroker({ transport: parseTransportUrl(node.url), rabbit, logger: silentLogger(), initialAttempts: 3 });
+  suite.publisherBroker = publisherBroker;
   await publisherBroker.start();
   const publisher = new RpcClient({ broker: publisherBroker, logger: silentLogger(), rabbit, controlExchange: 'nova', defaultTimeoutMs: 30_000 });
 
@@ -81,7 +70,7 @@ test('RabbitMQ restarted mid-stream: reconnect, re-declare, nothing confirmed is
 });
 
 test('failover: the first transport_url host refuses, the next one is used', async () => {
-  if (!node) throw new Error('no private RabbitMQ');
+  const node = suite.node;
   const url = node.url.replace('@127.0.0.1:', '@127.0.0.1:1,guest:guest@127.0.0.1:');
   const statuses: BrokerStatus[] = [];
   const b = new AmqpBroker({ transport: parseTransportUrl(url), rabbit: { ...rabbit, rabbit_retry_interval: 1 }, logger: silentLogger(), initialAttempts: 3 });

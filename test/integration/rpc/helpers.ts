@@ -16,6 +16,7 @@ import type { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
 import { RpcServer } from '../../../agent/rpc/endpoint/server';
 import type { RabbitOptions } from '../../../agent/rpc/oslo/topology';
 import { RABBIT } from '../../unit/agent/rpc/harness';
+import { startPrivateRabbit, type PrivateRabbit } from './private-rabbit';
 
 export { RABBIT };
 /** The shared dev-stack broker (scripts/stack), or an override. */
@@ -185,4 +186,37 @@ export async function agentStack(o: AgentStackOptions): Promise<AgentStack> {
       rmSync(stateDir, { recursive: true, force: true });
     },
   };
+}
+
+/** A suite's private RabbitMQ node and what its tests open on it, closed after all of them. */
+export interface PrivateRabbitSuite {
+  /** The node; throws when it did not start. */
+  readonly node: PrivateRabbit;
+  agent: AgentStack | undefined;
+  publisherBroker: AmqpBroker | undefined;
+}
+
+/**
+ * Registers a beforeAll that starts a private RabbitMQ (private-rabbit.ts) and an afterAll that
+ * stops the suite's agent stack, closes its publisher broker and stops the node.
+ */
+export function privateRabbitSuite(): PrivateRabbitSuite {
+  let node: PrivateRabbit | undefined;
+  const suite: PrivateRabbitSuite = {
+    get node(): PrivateRabbit {
+      if (!node) throw new Error('no private RabbitMQ');
+      return node;
+    },
+    agent: undefined,
+    publisherBroker: undefined,
+  };
+  beforeAll(async () => {
+    node = await startPrivateRabbit();
+  });
+  afterAll(async () => {
+    await suite.agent?.stop().catch(() => undefined);
+    await suite.publisherBroker?.close().catch(() => undefined);
+    await node?.stop();
+  });
+  return suite;
 }
