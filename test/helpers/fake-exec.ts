@@ -1,6 +1,6 @@
 /**
- * A scripted `Exec` for tests and benchmarks: each command line maps to a recorded answer, an
- * exit status, "not installed", a delay, or a hang.
+ * A scripted `Exec` for tests: each command line maps to a recorded answer, an exit status,
+ * "not installed", a delay, or a hang.
  *
  * It is: a faithful stand-in for `ProcessExec`'s contract (a hang rejects with
  * `CommandTimeoutError` when `timeoutMs` passes or the signal aborts, exactly like a killed child).
@@ -32,7 +32,7 @@ export interface FakeCall {
 }
 
 /** The key a command is scripted under: file and arguments joined by single spaces. */
-export function commandKey(file: string, args: readonly string[]): string {
+function commandKey(file: string, args: readonly string[]): string {
   return [file, ...args].join(' ');
 }
 

@@ -22,7 +22,7 @@ import { basename, dirname, join, relative, resolve } from 'node:path';
 import * as ts from 'typescript';
 
 /** The folders whose .ts and .js files are checked. */
-export const CHECKED_FOLDERS = ['lib', 'model', 'config', 'tracker', 'virt-drivers', 'agent', 'bench', 'test', 'scripts'] as const;
+const CHECKED_FOLDERS = ['lib', 'model', 'config', 'tracker', 'virt-drivers', 'agent', 'bench', 'test', 'scripts'] as const;
 
 const SKIPPED_FOLDERS = new Set(['node_modules', 'dist', 'fixtures', 'coverage']);
 
@@ -140,7 +140,7 @@ const CITED_FOLDER = /`((?:\.{1,2}\/)*[\w@.-]+(?:\/[\w@.-]+)*\/)`/g;
  * The problem with a path cited from `file` (absolute), or undefined when it resolves or is not a
  * repository path at all.
  */
-export function citedPathProblem(root: string, file: string, cited: string, anchor: string | undefined): string | undefined {
+function citedPathProblem(root: string, file: string, cited: string, anchor: string | undefined): string | undefined {
   if (cited.startsWith('dist/')) return undefined;
   const hasFolder = cited.includes('/');
   const ext = cited.endsWith('/') ? '' : cited.slice(cited.lastIndexOf('.') + 1);
