@@ -24,6 +24,8 @@ export interface FakeQmpOptions {
   readonly silent?: boolean;
   /** Greet with this line instead. */
   readonly greeting?: string;
+  /** Events sent before the greeting (QEMU can emit RESUME to a client that connected during its start-up). */
+  readonly eventsBeforeGreeting?: readonly string[];
 }
 
 export class FakeQmpServer {
@@ -75,6 +77,9 @@ export class FakeQmpServer {
     this.connections.push(socket);
     socket.setEncoding('utf8');
     socket.on('error', () => undefined);
+    for (const event of this.opts.eventsBeforeGreeting ?? []) {
+      socket.write(`${JSON.stringify({ timestamp: { seconds: 1, microseconds: 0 }, event })}\r\n`);
+    }
     if (!this.opts.silent) {
       const greeting =
         this.opts.greeting ?? `${JSON.stringify({ QMP: { version: { qemu: { micro: 22, minor: 2, major: 7 }, package: 'fake' }, capabilities: ['oob'] } })}\r\n`;

@@ -259,7 +259,11 @@ function openSocket(path: string, timeoutMs: number, signal?: AbortSignal): Prom
   });
 }
 
-/** Reads the greeting line; returns QEMU's version and whatever followed it in the same chunk. */
+/**
+ * Reads the greeting line; returns QEMU's version and whatever followed it in the same chunk.
+ * Event lines before it are skipped: a client that connects while QEMU is still starting can be
+ * sent an event (RESUME, as the VM starts) before the monitor has greeted it.
+ */
 function readGreeting(socket: Socket, path: string, timeoutMs: number, clock: Clock, signal?: AbortSignal): Promise<{ version: QmpVersion; rest: string }> {
   socket.setEncoding('utf8');
   return new Promise((resolve, reject) => {
@@ -272,21 +276,29 @@ function readGreeting(socket: Socket, path: string, timeoutMs: number, clock: Cl
     };
     const onData = (chunk: string): void => {
       buf += chunk;
-      const nl = buf.indexOf('\n');
-      if (nl < 0) return;
-      cleanup();
-      socket.pause(); // until the client's own listener is attached
-      try {
-        const msg: unknown = JSON.parse(buf.slice(0, nl));
+      for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+        const line = buf.slice(0, nl);
+        let msg: unknown;
+        try {
+          msg = JSON.parse(line);
+        } catch (e) {
+          fail(new QmpProtocolError(path, `bad greeting ${JSON.stringify(line.slice(0, 80))}`, { cause: e }));
+          return;
+        }
+        buf = buf.slice(nl + 1);
+        if (isObject(msg) && typeof msg.event === 'string') continue;
         const qmp = isObject(msg) && isObject(msg.QMP) ? msg.QMP : undefined;
         const v = isObject(qmp?.version) ? qmp.version : undefined;
         const q = isObject(v?.qemu) ? v.qemu : undefined;
-        if (!q) throw new Error('no QMP greeting');
+        if (!q) {
+          fail(new QmpProtocolError(path, `bad greeting ${JSON.stringify(line.slice(0, 80))}`));
+          return;
+        }
+        cleanup();
+        socket.pause(); // until the client's own listener is attached
         const num = (x: unknown): number => (typeof x === 'number' ? x : 0);
-        resolve({ version: { major: num(q.major), minor: num(q.minor), micro: num(q.micro), package: qmpText(v?.package, '') }, rest: buf.slice(nl + 1) });
-      } catch (e) {
-        socket.destroy();
-        reject(new QmpProtocolError(path, `bad greeting ${JSON.stringify(buf.slice(0, 80))}`, { cause: e }));
+        resolve({ version: { major: num(q.major), minor: num(q.minor), micro: num(q.micro), package: qmpText(v?.package, '') }, rest: buf });
+        return;
       }
     };
     const onClose = (): void => fail(new QmpConnectError(path, 'closed before greeting'));

@@ -129,6 +129,13 @@ describe('QMP client', () => {
     await expect(connect(100)).rejects.toThrow(/cannot connect: the socket did not appear within 100 ms/);
   });
 
+  test('events sent before the greeting (a client connected during start-up) are skipped', async () => {
+    const server = await serve({ eventsBeforeGreeting: ['RESUME'], greetingPieces: 3 });
+    const client = await connect();
+    expect(client.version.major).toBe(7);
+    expect(server.received.map((c) => c.execute)).toEqual(['qmp_capabilities']);
+  });
+
   test('a peer that is not QEMU is a protocol error', async () => {
     await serve({ greeting: 'SSH-2.0-OpenSSH\r\n' });
     await expect(connect()).rejects.toThrow(QmpProtocolError);
