@@ -18,7 +18,9 @@ import { AmqpBroker } from './amqp/amqp-broker';
 import type { Broker, BrokerRecovery, BrokerStatus } from './amqp/broker';
 import { RpcClient } from './endpoint/client';
 import type { Dispatcher } from './endpoint/dispatcher';
+import { registerPing } from './endpoint/ping';
 import { RpcServer } from './endpoint/server';
+import { transientIds } from './oslo/queue-manager';
 
 export interface RpcServiceDeps {
   readonly config: AgentConfig;
@@ -108,6 +110,9 @@ export class RpcService {
       journal = new InMemoryRequestJournal(this.window);
     }
     const prefetch = rabbit.rabbit_qos_prefetch_count > 0 ? rabbit.rabbit_qos_prefetch_count : d.executor_thread_pool_size;
+    if (d.rpc_ping_enabled) registerPing(deps.dispatcher);
+    // One naming for both, so the server's fanout queue and the client's reply queue never share a counter value.
+    const ids = transientIds({ ...rabbit, hostname: rabbit.hostname === '' ? d.host : rabbit.hostname });
     this.server = new RpcServer({
       broker: this.broker,
       dispatcher: deps.dispatcher,
@@ -115,13 +120,14 @@ export class RpcService {
       logger,
       target: { exchange: d.control_exchange, topic: deps.topic, server: d.host },
       rabbit,
+      ids,
       prefetch,
       maxMessageBytes: d.rpc_max_message_bytes,
       deadLetterExchange: d.rpc_dead_letter_exchange === '' ? undefined : d.rpc_dead_letter_exchange,
       clock: deps.clock ?? systemClock,
       ...(deps.onOutcome ? { onOutcome: deps.onOutcome } : {}),
     });
-    this.client = new RpcClient({ broker: this.broker, logger, rabbit, controlExchange: d.control_exchange, defaultTimeoutMs: d.rpc_response_timeout * 1000 });
+    this.client = new RpcClient({ broker: this.broker, logger, rabbit, ids, controlExchange: d.control_exchange, defaultTimeoutMs: d.rpc_response_timeout * 1000 });
   }
 
   /**

@@ -13,17 +13,21 @@
  * A consumer or publish channel that closes on its own (a channel error) forces a reconnect, so
  * recovery has one path; the control channel, which the broker closes when it refuses a
  * declaration, is simply reopened. A consumer cancelled by the broker (queue deleted, failover)
- * forces a reconnect after `kombu_reconnect_delay`. amqplib's loose types stay in the `amqp-*.ts` files.
+ * forces a reconnect after `kombu_reconnect_delay` plus up to `kombu_reconnect_splay`. Stream queues
+ * are read from the offsets `StreamOffsets` keeps. A broker that cannot serve the options
+ * (`brokerRefusal`: HA queues on RabbitMQ 4) fails the connection for good with
+ * `BrokerIncompatibleError` instead of being retried. amqplib's loose types stay in the `amqp-*.ts` files.
  */
 import { connect, type Channel, type ChannelModel, type ConsumeMessage, type RecoveringChannelModel } from 'amqplib';
 import type { TransportUrl } from '../../../config/transport-url';
 import type { Logger } from '../../../lib/logging/logger';
 import { applyTopology, ControlChannel, DeclarationLog, isBrokerRefusal, toDelivery } from './amqp-channel';
-import { HostRotation, ReconnectSchedule } from './amqp-failover';
+import { cancelledConsumerDelayMs, HostRotation, ReconnectSchedule } from './amqp-failover';
 import { ConfirmPublisher } from './amqp-publisher';
+import { StreamOffsets } from './amqp-stream';
 import type { Broker, BrokerStatus, ConsumerSpec, OutgoingMessage, PublishResult, Subscription, Topology } from './broker';
-import { BrokerClosedError, BrokerUnreachableError, StatusListeners, TopologyError } from './broker';
-import { describeAmqpError } from './connection';
+import { BrokerClosedError, BrokerIncompatibleError, BrokerUnreachableError, StatusListeners, TopologyError } from './broker';
+import { brokerRefusal, describeAmqpError } from './connection';
 import type { RabbitOptions } from './connection';
 
 export interface AmqpBrokerOptions {
@@ -44,6 +48,7 @@ interface ConsumerGroup {
   channel: Channel | undefined;
   tags: string[];
   cancelled: boolean;
+  readonly offsets: StreamOffsets;
 }
 
 const refusal = (e: unknown): TopologyError => new TopologyError(describeAmqpError(e), { cause: e });
@@ -65,6 +70,8 @@ export class AmqpBroker implements Broker {
   private closed = false;
   /** Why the last connection ended, for errors that only see "channel ended". */
   private lastLoss: string | undefined;
+  /** Set when a broker cannot serve the options: recovery stops. */
+  private incompatible: BrokerIncompatibleError | undefined;
 
   /** @throws BrokerUnreachableError for a URL without hosts; file errors for unreadable TLS files. */
   constructor(private readonly opts: AmqpBrokerOptions) {
@@ -86,7 +93,10 @@ export class AmqpBroker implements Broker {
         waitForConnect: false,
         maxRetries: Infinity,
         initialMaxRetries: Math.max(0, attempts - 1),
-        calculateDelay: () => this.schedule.delayMs(),
+        calculateDelay: () => {
+          if (this.incompatible) throw this.incompatible; // amqplib abandons recovery with it
+          return this.schedule.delayMs();
+        },
         setup: (m: ChannelModel) => this.setup(m),
       },
     });
@@ -108,10 +118,12 @@ export class AmqpBroker implements Broker {
     m.on('blocked', (reason: string) => this.status.emit({ type: 'blocked', reason }));
     m.on('unblocked', () => this.status.emit({ type: 'unblocked' }));
     m.on('error', (err: Error) => this.opts.logger.warn({ reason: describeAmqpError(err) }, 'broker connection error'));
+    m.on('reconnect-failed', (err: Error) => this.opts.logger.error({ reason: err.message }, 'gave up reconnecting to the broker'));
     try {
       await m.waitForConnect();
     } catch (e) {
       this.model = undefined;
+      if (this.incompatible) throw this.incompatible;
       throw new BrokerUnreachableError(`no broker accepted a connection (${[...new Set(reasons)].join('; ') || describeAmqpError(e)})`, { cause: e });
     }
   }
@@ -143,7 +155,7 @@ export class AmqpBroker implements Broker {
   }
 
   async consume(spec: ConsumerSpec): Promise<Subscription> {
-    const group: ConsumerGroup = { spec, model: undefined, channel: undefined, tags: [], cancelled: false };
+    const group: ConsumerGroup = { spec, model: undefined, channel: undefined, tags: [], cancelled: false, offsets: new StreamOffsets(spec.streams) };
     this.groups.push(group);
     const forget = (): void => {
       group.cancelled = true;
@@ -210,6 +222,11 @@ export class AmqpBroker implements Broker {
     // Recovery listens for errors only once setup succeeded; an error before (a heartbeat
     // timeout while declaring) must not become an uncaught 'error' event.
     model.on('error', (err: Error) => this.opts.logger.warn({ reason: describeAmqpError(err) }, 'broker connection error during setup'));
+    const refused = brokerRefusal(model.connection.serverProperties, this.opts.rabbit);
+    if (refused) {
+      this.incompatible = new BrokerIncompatibleError(`${this.rotation.current.label}: ${refused}`);
+      throw this.incompatible;
+    }
     const ctl = await model.createChannel();
     this.control.adopt(ctl);
     for (const t of this.declared.all) await applyTopology(ctl, t);
@@ -231,7 +248,8 @@ export class AmqpBroker implements Broker {
     if (!group.spec.noAck) await ch.prefetch(group.spec.prefetch, false);
     group.channel = ch;
     for (const queue of group.spec.queues) {
-      const ok = await ch.consume(queue, (msg: ConsumeMessage | null) => this.onMessage(model, ch, group, queue, msg), { noAck: group.spec.noAck === true });
+      const options = { noAck: group.spec.noAck === true, arguments: group.offsets.consumeArguments(queue) };
+      const ok = await ch.consume(queue, (msg: ConsumeMessage | null) => this.onMessage(model, ch, group, queue, msg), options);
       group.tags.push(ok.consumerTag);
     }
     // Watched only once established: a refusal while starting is the caller's error, not a reason to reconnect.
@@ -242,10 +260,13 @@ export class AmqpBroker implements Broker {
     if (msg === null) {
       if (group.cancelled) return;
       this.status.emit({ type: 'consumer-cancelled', queue });
-      setTimeout(() => this.forceReconnect(model, `consumer of ${queue} cancelled by the broker`), this.opts.rabbit.kombu_reconnect_delay * 1000);
+      group.offsets.reset();
+      const ms = cancelledConsumerDelayMs(this.opts.rabbit, this.opts.random);
+      setTimeout(() => this.forceReconnect(model, `consumer of ${queue} cancelled by the broker`), ms);
       return;
     }
     const d = toDelivery(ch, queue, msg, group.spec.noAck === true, () => group.channel === ch);
+    group.offsets.delivered(queue, d.properties);
     try {
       group.spec.onDelivery(d);
     } catch (e) {

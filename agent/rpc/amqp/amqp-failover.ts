@@ -31,6 +31,14 @@ export function reconnectDelayMs(attempt: number, r: RabbitOptions, random: () =
   return Math.round(Math.min(capMs, base * (0.8 + 0.4 * random())));
 }
 
+/**
+ * The delay before consuming again after the broker cancelled a consumer: `kombu_reconnect_delay`
+ * plus a random part of up to `kombu_reconnect_splay`, in ms.
+ */
+export function cancelledConsumerDelayMs(r: RabbitOptions, random: () => number = Math.random): number {
+  return Math.round((r.kombu_reconnect_delay + r.kombu_reconnect_splay * random()) * 1000);
+}
+
 /** The reason `describeAmqpError` gives for a TCP connection refused by the host. */
 const REFUSED = 'ECONNREFUSED';
 

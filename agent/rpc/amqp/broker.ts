@@ -80,6 +80,13 @@ export interface ConsumerSpec {
   /** Auto-acknowledge on delivery (reply queues); `ack`/`reject` are then no-ops. */
   readonly noAck?: boolean;
   /**
+   * Those of `queues` that are RabbitMQ streams, read as oslo reads its fanout stream: from
+   * `x-stream-offset` "last" at first, then, on every new consumer (after a reconnect), from the
+   * offset after the last delivery seen; from "last" again after the broker cancelled the consumer
+   * (the stream may have been deleted and its offsets restarted).
+   */
+  readonly streams?: readonly string[];
+  /**
    * Called synchronously for every delivery, in the order the broker sent them. Must not throw
    * (an exception is logged and the message rejected without requeue).
    */
@@ -199,6 +206,17 @@ export class TopologyError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'TopologyError';
+  }
+}
+
+/**
+ * The broker cannot serve the configured declarations (`rabbit_ha_queues` on RabbitMQ 4, which
+ * has no classic mirrored queues): a configuration problem, not an outage, so no retry.
+ */
+export class BrokerIncompatibleError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'BrokerIncompatibleError';
   }
 }
 

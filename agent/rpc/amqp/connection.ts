@@ -28,8 +28,9 @@ export function connectParams(transport: TransportUrl, host: BrokerHost, rabbit:
     username: host.username ?? 'guest',
     password: host.password ?? 'guest',
     vhost: transport.virtualHost,
-    // oslo sends heartbeats at threshold / rate (rate 2 by default); AMQP negotiates the interval.
-    heartbeat: rabbit.heartbeat_timeout_threshold > 0 ? Math.max(1, Math.floor(rabbit.heartbeat_timeout_threshold / 2)) : 0,
+    // heartbeat_rate checks per threshold: amqplib checks for traffic once per negotiated interval
+    // and gives up after two silent ones, so the interval is threshold / rate.
+    heartbeat: rabbit.heartbeat_timeout_threshold > 0 ? Math.max(1, Math.floor(rabbit.heartbeat_timeout_threshold / rabbit.heartbeat_rate)) : 0,
   };
   const socket: SocketOptions = {
     timeout: 10000,
@@ -64,4 +65,21 @@ export function describeAmqpError(e: unknown): string {
   const server = /with message "([^"]+)"/.exec(message);
   if (server?.[1]) return server[1];
   return (message.replace(/^Error: /, '').split('\n')[0] ?? '') || 'error';
+}
+
+/**
+ * Why a broker cannot serve these options, from the `version` it announced in its connection
+ * properties; undefined when it can. RabbitMQ 4.0 removed classic mirrored queues: it accepts
+ * `x-ha-policy` and ignores it, so `rabbit_ha_queues` would silently leave every queue on one node.
+ */
+export function brokerRefusal(serverProperties: Readonly<Record<string, unknown>> | undefined, rabbit: RabbitOptions): string | undefined {
+  if (!rabbit.rabbit_ha_queues) return undefined;
+  const raw = serverProperties?.version;
+  const version = typeof raw === 'string' ? raw : Buffer.isBuffer(raw) ? raw.toString('utf8') : undefined;
+  const major = Number(/^(\d+)\./.exec(version ?? '')?.[1]);
+  if (!(major >= 4)) return undefined;
+  return (
+    `oslo_messaging_rabbit.rabbit_ha_queues = true, but RabbitMQ ${version ?? ''} has no classic mirrored queues (removed in 4.0; ` +
+    'x-ha-policy is ignored): set rabbit_ha_queues = false and use rabbit_quorum_queue = true for replicated queues'
+  );
 }

@@ -5,8 +5,9 @@
  *
  * - Targets: exchange `control_exchange`, routing key `<topic>.<server>` or `<topic>`; fanout to
  *   `<topic>_fanout`. The exchange is declared before the first publish, as oslo does.
- * - One reply queue per client (`reply_<uuid4hex>`, x-expires), created on the first call and
- *   reused; replies are matched by `_msg_id` and de-duplicated by `_unique_id`.
+ * - One reply queue per client (`reply_<uuid4hex>`, or the queue manager's name; x-expires; a
+ *   quorum queue with transient quorum queues), created on the first call and reused; replies are
+ *   matched by `_msg_id` and de-duplicated by `_unique_id`.
  * - A call sets AMQP `expiration` to its timeout and `_timeout` to the call-monitor timeout;
  *   each heartbeat (`ending: false`) restarts the call-monitor timer, the overall timeout stays.
  * - Every publish waits for the broker's confirm, across reconnects.
@@ -23,6 +24,7 @@ import { RecentIds } from './ordering';
 import { osloProperties } from '../oslo/properties';
 import { serviceContext } from '../oslo/context';
 import { fanoutExchange, replyQueue, topicExchange, type RabbitOptions } from '../oslo/topology';
+import { randomIds, type TransientIds } from '../oslo/queue-manager';
 
 export interface RpcTarget {
   readonly topic: string;
@@ -53,6 +55,8 @@ export interface RpcClientOptions {
   readonly broker: Broker;
   readonly logger: Logger;
   readonly rabbit: RabbitOptions;
+  /** Names the reply queue (oslo's uuid4 hex by default; the queue manager's names). */
+  readonly ids?: TransientIds;
   readonly controlExchange: string;
   readonly defaultTimeoutMs: number;
 }
@@ -148,11 +152,11 @@ export class RpcClient {
     return answer;
   }
 
-  /** Stops consuming replies and deletes the reply queue; pending calls fail. */
+  /** Stops consuming replies and deletes the reply queue (kept for reuse with the queue manager); pending calls fail. */
   async close(): Promise<void> {
     for (const w of [...this.waiters.values()]) w.reject(new PublishAbortedError('client closed'));
     await this.subscription?.cancel().catch(() => undefined);
-    if (this.replyName) await this.opts.broker.deleteQueue(this.replyName).catch(() => undefined);
+    if (this.replyName && !(this.opts.ids ?? randomIds).reused) await this.opts.broker.deleteQueue(this.replyName).catch(() => undefined);
     this.subscription = undefined;
     this.replySetup = undefined;
   }
@@ -164,7 +168,7 @@ export class RpcClient {
 
   private async route(target: RpcTarget): Promise<{ exchange: string; routingKey: string }> {
     if (target.fanout) {
-      const x = fanoutExchange(target.topic);
+      const x = fanoutExchange(target.topic, this.opts.rabbit);
       await this.ensureExchange(x.name, () => this.opts.broker.declare({ exchanges: [x], queues: [], bindings: [] }));
       return { exchange: x.name, routingKey: '' };
     }
@@ -185,7 +189,7 @@ export class RpcClient {
 
   private ensureReplyQueue(): Promise<string> {
     if (!this.replySetup) {
-      const spec = replyQueue(this.opts.rabbit);
+      const spec = replyQueue(this.opts.rabbit, this.opts.ids);
       this.replySetup = (async () => {
         await this.opts.broker.declare({ exchanges: [], queues: [spec], bindings: [] });
         this.subscription = await this.opts.broker.consume({ queues: [spec.name], prefetch: 1000, noAck: true, onDelivery: (d) => this.onReply(d.body) });

@@ -30,6 +30,7 @@ import { FifoSemaphore, KeyedSerializer, RecentIds, type Permit } from './orderi
 import { Refusals } from './refusals';
 import { Replier, type Outcome } from './replier';
 import { deadLetterTopology, serverTopology, type RabbitOptions, type ServerTarget, type ServerTopology } from '../oslo/topology';
+import type { TransientIds } from '../oslo/queue-manager';
 
 export interface RpcServerOptions {
   readonly broker: Broker;
@@ -38,6 +39,8 @@ export interface RpcServerOptions {
   readonly logger: Logger;
   readonly target: ServerTarget;
   readonly rabbit: RabbitOptions;
+  /** Names the private fanout queue (oslo's uuid4 hex by default; the queue manager's names). */
+  readonly ids?: TransientIds;
   /** Requests in progress (acked or waiting to be) at most; also the AMQP prefetch. */
   readonly prefetch: number;
   readonly maxMessageBytes: number;
@@ -101,11 +104,12 @@ export class RpcServer {
   /** Declares the topology and starts consuming. @throws TopologyError, RabbitOptionsError */
   async start(): Promise<void> {
     const { broker, target, rabbit } = this.opts;
-    this.topology = serverTopology(target, rabbit);
+    this.topology = serverTopology(target, rabbit, this.opts.ids);
     await broker.declare(this.topology);
     if (this.opts.deadLetterExchange) await broker.declare(deadLetterTopology(this.opts.deadLetterExchange));
     this.subscription = await broker.consume({
       queues: this.topology.consumeQueues,
+      streams: this.topology.streamQueues,
       prefetch: this.opts.prefetch,
       onDelivery: (d) => this.onDelivery(d),
     });
@@ -117,7 +121,8 @@ export class RpcServer {
 
   /**
    * Stops consuming, waits up to `graceMs` (0: no limit) for requests in progress, then aborts
-   * the rest. Messages not yet acknowledged go back to the queue. Deletes the fanout queue.
+   * the rest. Messages not yet acknowledged go back to the queue. Deletes the private fanout
+   * queue (not the shared stream, nor a queue manager name the next start reuses).
    */
   async stop(graceMs: number): Promise<void> {
     await this.subscription?.cancel().catch(() => undefined);
@@ -128,7 +133,7 @@ export class RpcServer {
       this.abort.abort(new Error('agent stopping'));
       await this.drain(1000);
     }
-    if (this.topology) await this.opts.broker.deleteQueue(this.topology.fanoutQueue).catch(() => undefined);
+    for (const q of this.topology?.deleteOnStop ?? []) await this.opts.broker.deleteQueue(q).catch(() => undefined);
   }
 
   /** Waits for the tasks in progress, at most `ms` (0: no limit). True when all finished. */

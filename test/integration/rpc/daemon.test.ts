@@ -1,5 +1,6 @@
 // The daemon with its RPC service on the real stack: up, answers get_host_uptime on
 // compute.<host>, stops cleanly (fanout queue deleted, requests in progress finished).
+import { PLACEMENT_URL } from '../../helpers/stack';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +20,7 @@ test('the daemon serves get_host_uptime on compute.<host> and stops cleanly', as
   const host = unique('daemon');
   const exchange = unique('test-daemon');
   const file = join(dir, 'agent.conf');
-  writeFileSync(file, `[DEFAULT]\nhost = ${host}\nstate_path = ${dir}\ntransport_url = ${TRANSPORT_URL}\ncontrol_exchange = ${exchange}\n[placement]\nendpoint_override = ${process.env.PLACEMENT_URL ?? 'http://127.0.0.1:8778'}\n[metrics]\nlisten =\n`);
+  writeFileSync(file, `[DEFAULT]\nhost = ${host}\ncompute_driver = fake\nstate_path = ${dir}\ntransport_url = ${TRANSPORT_URL}\ncontrol_exchange = ${exchange}\n[placement]\nendpoint_override = ${PLACEMENT_URL}\n[metrics]\nlisten =\n`);
   const { config } = loadConfig({ files: [file], env: {} });
   const lines: string[] = [];
   const { logger } = createLogger({ sink: { write: (l) => void lines.push(l) } });

@@ -12,15 +12,18 @@ import { InMemoryRequestJournal } from '../../../agent/journal/memory';
 import { silentLogger, type Logger } from '../../../lib/logging/logger';
 import { AmqpBroker } from '../../../agent/rpc/amqp/amqp-broker';
 import { RpcClient } from '../../../agent/rpc/endpoint/client';
+import { arg } from '../../../agent/rpc/endpoint/args';
 import type { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
+import { NovaError } from '../../../agent/rpc/oslo/errors';
 import { RpcServer } from '../../../agent/rpc/endpoint/server';
 import type { RabbitOptions } from '../../../agent/rpc/oslo/topology';
+import { transientIds } from '../../../agent/rpc/oslo/queue-manager';
 import { RABBIT } from '../../unit/agent/rpc/harness';
 import { startPrivateRabbit, type PrivateRabbit } from './private-rabbit';
 
 export { RABBIT };
 /** The shared dev-stack broker (scripts/stack), or an override. */
-export const TRANSPORT_URL = process.env.TRANSPORT_URL ?? `rabbit://guest:guest@127.0.0.1:${process.env.RABBIT_PORT ?? '5672'}/`;
+export { TRANSPORT_URL } from '../../helpers/stack';
 export const PYTHON = '/usr/bin/python3';
 export const PEER = join(__dirname, 'peers', 'oslo_peer.py');
 
@@ -31,20 +34,31 @@ export interface PeerTarget {
   readonly exchange: string;
   readonly topic: string;
   readonly server?: string;
+  /** [oslo_messaging_rabbit] options as key=value. */
   readonly rabbit?: readonly string[];
+  /** [DEFAULT] options as key=value. */
+  readonly defaults?: readonly string[];
+  /** The interpreter and peer script (oslo-release.ts); Debian 12's oslo 14 when absent. */
+  readonly runtime?: { readonly command: readonly string[]; readonly peer: string };
 }
 
-function peerArgs(mode: string, t: PeerTarget, extra: string[] = []): string[] {
-  const args = [PEER, mode, '--url', t.url, '--exchange', t.exchange, '--topic', t.topic];
+/** The program and its arguments for one peer run. */
+function peerCommand(mode: string, t: PeerTarget, extra: string[] = []): [string, string[]] {
+  const [program = PYTHON, ...pre] = t.runtime?.command ?? [PYTHON];
+  const args = [...pre, t.runtime?.peer ?? PEER, mode, '--url', t.url, '--exchange', t.exchange, '--topic', t.topic];
   if (t.server) args.push('--server', t.server);
   for (const r of t.rabbit ?? []) args.push('--rabbit', r);
-  return [...args, ...extra];
+  for (const d of t.defaults ?? []) args.push('--default', d);
+  return [program, [...args, ...extra]];
 }
 
 /** Runs oslo operations in one Python client process; one parsed JSON result per operation. */
 export function pythonClient(t: PeerTarget, ops: readonly object[], timeoutMs = 120_000): Promise<Array<Record<string, unknown>>> {
   return new Promise((resolve, reject) => {
-    const child = spawn(PYTHON, peerArgs('client', t, ['--ops', JSON.stringify(ops)]), { stdio: ['ignore', 'pipe', 'pipe'] });
+    const [program, args] = peerCommand('client', t, ['--ops', JSON.stringify(ops)]);
+    // detached: the peer leads its own process group, whose leader oslo 16's queue manager reads
+    // in /proc (the test runner's group leader may be a shell that has exited).
+    const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let out = '';
     let err = '';
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
@@ -68,7 +82,8 @@ export interface PythonServer {
 /** Starts a real oslo.messaging RPC server and waits until it consumes. */
 export function pythonServer(t: PeerTarget): Promise<PythonServer> {
   return new Promise((resolve, reject) => {
-    const child: ChildProcess = spawn(PYTHON, peerArgs('server', t), { stdio: ['pipe', 'pipe', 'pipe'] });
+    const [program, args] = peerCommand('server', t);
+    const child: ChildProcess = spawn(program, args, { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     const casts: Array<Record<string, unknown>> = [];
     let err = '';
     let buf = '';
@@ -162,6 +177,8 @@ export async function agentStack(o: AgentStackOptions): Promise<AgentStack> {
     rmSync(stateDir, { recursive: true, force: true });
     throw e;
   };
+  // One naming for both, as the RpcService wires them (the queue manager's counter).
+  const ids = transientIds(rabbit);
   const server = new RpcServer({
     broker,
     dispatcher: o.dispatcher,
@@ -169,11 +186,12 @@ export async function agentStack(o: AgentStackOptions): Promise<AgentStack> {
     logger,
     target: { exchange: o.exchange, topic: o.topic, server: o.server },
     rabbit,
+    ids,
     prefetch: o.prefetch ?? 64,
     maxMessageBytes: o.maxMessageBytes ?? 8 << 20,
   });
   await server.start().catch(fail);
-  const client = new RpcClient({ broker, logger, rabbit, controlExchange: o.exchange, defaultTimeoutMs: 30_000 });
+  const client = new RpcClient({ broker, logger, rabbit, ids, controlExchange: o.exchange, defaultTimeoutMs: 30_000 });
   return {
     broker,
     server,
@@ -219,4 +237,21 @@ export function privateRabbitSuite(): PrivateRabbitSuite {
     await node?.stop();
   });
   return suite;
+}
+
+/**
+ * The methods both oslo.messaging interop suites serve: `record` keeps each call's arguments in
+ * `recorded`; `find_instance` always fails as nova does for a missing instance (InstanceNotFound, 404).
+ */
+export function registerInteropMethods(dispatcher: Dispatcher, recorded: Array<Record<string, unknown>>): Dispatcher {
+  return dispatcher
+    .register({ name: 'record', versions: { min: '6.0' }, args: { seq: arg.int(), note: arg.string() }, handler: async (a) => void recorded.push(a) })
+    .register({
+      name: 'find_instance',
+      versions: { min: '6.0' },
+      args: { uuid: arg.string() },
+      handler: async (a) => {
+        throw new NovaError('InstanceNotFound', `Instance ${a.uuid} could not be found.`, { instance_id: a.uuid }, 404);
+      },
+    });
 }

@@ -4,9 +4,9 @@ import { arg } from '../../../agent/rpc/endpoint/args';
 import { hostMethods } from '../../../agent/compute/adapters/host-methods';
 import { registerMethods } from '../../../agent/compute/register';
 import { Dispatcher } from '../../../agent/rpc/endpoint/dispatcher';
-import { NovaError, RemoteError } from '../../../agent/rpc/oslo/errors';
+import { RemoteError } from '../../../agent/rpc/oslo/errors';
 import { procUptimeProvider } from '../../../agent/compute/adapters/host-uptime';
-import { agentStack, cleanupBroker, pythonClient, pythonServer, TRANSPORT_URL, unique, type AgentStack, type PythonServer } from './helpers';
+import { agentStack, cleanupBroker, pythonClient, pythonServer, registerInteropMethods, TRANSPORT_URL, unique, type AgentStack, type PythonServer } from './helpers';
 
 jest.setTimeout(120_000);
 
@@ -21,21 +21,13 @@ let agent: AgentStack;
 let py: PythonServer;
 
 beforeAll(async () => {
-  const dispatcher = registerMethods(new Dispatcher(), hostMethods({ hostUptime: procUptimeProvider() }))
-    .register({ name: 'record', versions: { min: '6.0' }, args: { seq: arg.int(), note: arg.string() }, handler: async (a) => void recorded.push(a) })
-    .register({
-      name: 'find_instance',
-      versions: { min: '6.0' },
-      args: { uuid: arg.string() },
-      handler: async (a) => {
-        throw new NovaError('InstanceNotFound', `Instance ${a.uuid} could not be found.`, { instance_id: a.uuid }, 404);
-      },
-    })
+  const dispatcher = registerInteropMethods(registerMethods(new Dispatcher(), hostMethods({ hostUptime: procUptimeProvider() })), recorded)
     .register({ name: 'explode', versions: { min: '6.0' }, args: {}, handler: async () => Promise.reject(new Error('the agent exploded on purpose')) })
     .register({ name: 'slow', versions: { min: '6.0' }, args: { seconds: arg.number() }, journaled: false, handler: async (a) => new Promise((r) => setTimeout(() => r({ slept: a.seconds }), a.seconds * 1000)) });
-  [agent, py] = await Promise.all([
-    agentStack({ url: TRANSPORT_URL, exchange, topic, server: agentHost, dispatcher }),
-    pythonServer({ url: TRANSPORT_URL, exchange, topic, server: pyHost }),
+  // Each is kept as soon as it is up, so afterAll stops it even when the other failed to start.
+  await Promise.all([
+    agentStack({ url: TRANSPORT_URL, exchange, topic, server: agentHost, dispatcher }).then((x) => (agent = x)),
+    pythonServer({ url: TRANSPORT_URL, exchange, topic, server: pyHost }).then((x) => (py = x)),
   ]);
 });
 

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """A real oslo.messaging peer for compute-agent's integration tests and benchmark.
 
-Run with Debian's interpreter (/usr/bin/python3), which sees python3-oslo.messaging 14.0.3.
+Run with Debian 12's interpreter (/usr/bin/python3), which sees python3-oslo.messaging 14.0.3, or
+Debian 13's in the release root (oslo.messaging 16.1; test/integration/rpc/oslo-release.ts).
+[DEFAULT] options go as --default key=value, [oslo_messaging_rabbit] ones as --rabbit key=value.
 
   oslo_peer.py server --url U --exchange X --topic T --server H [--rabbit k=v ...]
       An RPC server (threading executor) with endpoints echo, fail, fail_custom, slow,
@@ -35,6 +37,10 @@ def configure(args):
         "[DEFAULT]",
         "transport_url = %s" % args.url,
         "control_exchange = %s" % args.exchange,
+    ]
+    for kv in args.default or []:
+        conf_lines.append(kv.replace("=", " = ", 1))
+    conf_lines += [
         "[oslo_messaging_metrics]",
         "metrics_thread_stop_timeout = 0",
         "[oslo_messaging_rabbit]",
@@ -184,6 +190,7 @@ def main():
     p.add_argument("--server", default=None)
     p.add_argument("--ops", default="[]")
     p.add_argument("--rabbit", action="append", help="[oslo_messaging_rabbit] option as key=value")
+    p.add_argument("--default", action="append", help="[DEFAULT] option as key=value")
     args = p.parse_args()
     if args.mode == "server":
         serve(args)

@@ -15,7 +15,7 @@ const target = { topic: 'compute', server: 'h', version: '6.0' };
 async function setup(respond: (req: RpcRequest, send: (r: Parameters<typeof encodeReply>[0]) => Promise<void>) => void): Promise<{ broker: FakeBroker; client: RpcClient; calls: RpcRequest[] }> {
   const broker = new FakeBroker();
   await broker.start();
-  const topo = serverTopology({ exchange: 'nova', topic: 'compute', server: 'h' }, RABBIT, 'x');
+  const topo = serverTopology({ exchange: 'nova', topic: 'compute', server: 'h' }, RABBIT, { next: () => 'x', reused: false });
   await broker.declare(topo);
   const calls: RpcRequest[] = [];
   await broker.consume({

@@ -18,11 +18,17 @@ export function instanceUuid(instance: NovaObjectPrimitive): string | undefined 
 
 export const RABBIT: RabbitOptions = {
   heartbeat_timeout_threshold: 60,
+  heartbeat_rate: 3,
   ssl: false,
   ssl_ca_file: undefined,
   ssl_cert_file: undefined,
   ssl_key_file: undefined,
   rabbit_quorum_queue: false,
+  rabbit_transient_quorum_queue: false,
+  rabbit_stream_fanout: false,
+  use_queue_manager: false,
+  hostname: '',
+  processname: 'compute-agent',
   amqp_durable_queues: false,
   amqp_auto_delete: false,
   rabbit_ha_queues: false,
@@ -36,6 +42,7 @@ export const RABBIT: RabbitOptions = {
   rabbit_interval_max: 30,
   kombu_failover_strategy: 'round-robin',
   kombu_reconnect_delay: 1,
+  kombu_reconnect_splay: 0,
   kombu_missing_consumer_retry_timeout: 1,
 };
 

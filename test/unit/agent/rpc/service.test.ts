@@ -43,8 +43,12 @@ test('serves compute.<host> with get_host_uptime; a corrupt dedupe window is a w
   expect(text).toContain('RPC de-duplication window unreadable; starting empty');
   expect(text).toContain('"prefetch":3');
   expect(text).toContain('"msg":"broker connected"');
+  const reply = svc.client.replyQueueName ?? '';
+  expect(reply).toMatch(/^reply_[0-9a-f]{32}$/);
   await svc.stop(1000);
   expect(broker.isConnected).toBe(false);
+  // Random names are never declared again: the private fanout queue and the reply queue go.
+  expect(broker.queueNames().filter((q) => q === reply || q.startsWith('compute_fanout'))).toEqual([]);
 });
 
 test('rabbit_qos_prefetch_count wins over the pool size; a dead-letter exchange is declared', async () => {
@@ -92,4 +96,57 @@ test('a reconnection after an outage: one info line with the time from the broke
   expect(lines.join('')).toContain('"msg":"broker connected"');
   expect((await metrics.render()).body).toContain('compute_agent_broker_outage_seconds_count 1');
   await svc.stop(1000);
+});
+
+test('rpc_ping_enabled answers oslo_rpc_server_ping; off, the method does not exist', async () => {
+  const { logger } = createLogger({ sink: { write: () => undefined } });
+  for (const enabled of [true, false]) {
+    const broker = new FakeBroker();
+    const svc = new RpcService({ config: config(`rpc_ping_enabled = ${String(enabled)}\n`), logger, broker, dispatcher: new Dispatcher(), topic: 'compute' });
+    await svc.start();
+    const answer = svc.client.call({ topic: 'compute', server: 'h1', version: '1.0' }, 'oslo_rpc_server_ping', {});
+    if (enabled) await expect(answer).resolves.toBe('pong');
+    else await expect(answer).rejects.toMatchObject({ className: 'UnsupportedVersion' });
+    await svc.stop(1000);
+  }
+});
+
+test("kolla 2025.1's messaging: the stream fanout and queue manager names, shared by server and client", async () => {
+  const { logger } = createLogger({ sink: { write: () => undefined } });
+  const broker = new FakeBroker();
+  const node = `node-${process.pid}-${Date.now()}`;
+  const rabbit = `[oslo_messaging_rabbit]\nrabbit_quorum_queue = true\nrabbit_transient_quorum_queue = true\nrabbit_stream_fanout = true\nuse_queue_manager = true\nrabbit_qos_prefetch_count = 10\nhostname = ${node}\n`;
+  const svc = new RpcService({ config: config(rabbit), logger, broker, dispatcher: registerMethods(new Dispatcher(), hostMethods({ hostUptime: async () => 'up' })), topic: 'compute' });
+  try {
+    await svc.start();
+    await expect(svc.client.call({ topic: 'compute', server: 'h1', version: '6.0' }, 'get_host_uptime', {})).resolves.toBe('up');
+    expect(broker.queueNames()).toEqual(expect.arrayContaining(['compute', 'compute.h1', 'compute_fanout', `reply_${node}:compute-agent:1`]));
+    await svc.stop(1000);
+    // Kept as oslo keeps them: the stream is shared, the reply name comes back at the next start.
+    expect(broker.queueNames()).toEqual(expect.arrayContaining(['compute_fanout', `reply_${node}:compute-agent:1`]));
+  } finally {
+    rmSync(`/dev/shm/${node}_compute-agent_qmanager`, { force: true });
+  }
+});
+
+test('the queue manager names queues after DEFAULT.host unless hostname is set, so agents sharing a machine never share a reply queue', async () => {
+  const { logger } = createLogger({ sink: { write: () => undefined } });
+  const host = `h-${process.pid}-${Date.now()}`;
+  const names: string[][] = [];
+  try {
+    for (const extra of ['', 'processname = other\n']) {
+      const broker = new FakeBroker();
+      const f = join(dir, 'qm.conf');
+      writeFileSync(f, `[DEFAULT]\nhost = ${host}\nstate_path = ${dir}\ncontrol_exchange = nova\nrpc_ping_enabled = true\n[oslo_messaging_rabbit]\nuse_queue_manager = true\n${extra}`);
+      const svc = new RpcService({ config: loadConfig({ files: [f], env: {} }).config, logger, broker, dispatcher: new Dispatcher(), topic: 'compute' });
+      await svc.start();
+      // The reply queue is declared with the first call; the server's fanout queue took 1.
+      await svc.client.call({ topic: 'compute', server: host, version: '1.0' }, 'oslo_rpc_server_ping', {});
+      names.push(broker.queueNames().filter((q) => q.startsWith('reply_')));
+      await svc.stop(1000);
+    }
+    expect(names).toEqual([[`reply_${host}:compute-agent:2`], [`reply_${host}:other:2`]]);
+  } finally {
+    for (const p of ['compute-agent', 'other']) rmSync(`/dev/shm/${host}_${p}_qmanager`, { force: true });
+  }
 });

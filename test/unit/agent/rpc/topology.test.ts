@@ -1,5 +1,6 @@
-// What the agent declares equals what a real oslo RPC server declared (topology.json).
+// What the agent declares equals what a real oslo RPC server declared (topology.json: oslo 14).
 import { deadLetterTopology, queueArguments, RabbitOptionsError, replyQueue, serverTopology } from '../../../../agent/rpc/oslo/topology';
+import type { TransientIds } from '../../../../agent/rpc/oslo/queue-manager';
 import { osloFixture } from './fixtures';
 import { RABBIT } from './harness';
 
@@ -12,9 +13,10 @@ interface Captured {
 
 const captured = osloFixture('topology') as unknown as Captured;
 const fanoutId = (captured.queues.find((q) => q.name.startsWith('compute_fanout_'))?.name ?? '').slice('compute_fanout_'.length);
+const ids = (id: string): TransientIds => ({ next: () => id, reused: false });
 
 test('default options: the same exchanges, queues, arguments and bindings as oslo', () => {
-  const t = serverTopology({ exchange: 'nova', topic: 'compute', server: 'host1' }, RABBIT, fanoutId);
+  const t = serverTopology({ exchange: 'nova', topic: 'compute', server: 'host1' }, RABBIT, ids(fanoutId));
   const ours = {
     exchanges: t.exchanges.map((x) => ({ name: x.name, type: x.type, durable: x.durable, auto_delete: x.autoDelete })),
     queues: t.queues.map((q) => ({ name: q.name, durable: q.durable, auto_delete: q.autoDelete, arguments: Object.entries(q.arguments) })),
@@ -40,15 +42,15 @@ test('reply queue as oslo clients declare it', () => {
 });
 
 test('durable, quorum and HA options change exactly what oslo changes', () => {
-  const durable = serverTopology({ exchange: 'nova', topic: 'compute', server: 'h' }, { ...RABBIT, amqp_durable_queues: true }, 'f');
+  const durable = serverTopology({ exchange: 'nova', topic: 'compute', server: 'h' }, { ...RABBIT, amqp_durable_queues: true }, ids('f'));
   expect(durable.exchanges[0]).toMatchObject({ durable: true });
   expect(durable.queues.map((q) => q.durable)).toEqual([true, true, false]);
-  const quorum = serverTopology({ exchange: 'nova', topic: 'compute', server: 'h' }, { ...RABBIT, rabbit_quorum_queue: true, rabbit_quorum_delivery_limit: 5, rabbit_quorum_max_memory_bytes: 1024 }, 'f');
+  const quorum = serverTopology({ exchange: 'nova', topic: 'compute', server: 'h' }, { ...RABBIT, rabbit_quorum_queue: true, rabbit_quorum_delivery_limit: 5, rabbit_quorum_max_memory_bytes: 1024 }, ids('f'));
   expect(quorum.queues[1]).toMatchObject({ durable: true, arguments: { 'x-queue-type': 'quorum', 'x-delivery-limit': 5, 'x-max-in-memory-bytes': 1024 } });
   expect(quorum.queues[2]?.arguments).toEqual({ 'x-expires': 1800000 });
   expect(queueArguments({ ...RABBIT, rabbit_ha_queues: true }, 60, false)).toEqual({ 'x-ha-policy': 'all', 'x-expires': 60000 });
   expect(() => queueArguments({ ...RABBIT, rabbit_ha_queues: true }, 0, true)).toThrow(RabbitOptionsError);
-  expect(serverTopology({ exchange: 'nova', topic: 'compute', server: 'h' }, { ...RABBIT, amqp_auto_delete: true }, 'f').queues[0]).toMatchObject({ autoDelete: true });
+  expect(serverTopology({ exchange: 'nova', topic: 'compute', server: 'h' }, { ...RABBIT, amqp_auto_delete: true }, ids('f')).queues[0]).toMatchObject({ autoDelete: true });
 });
 
 test('dead-letter topology is durable and catches every routing key', () => {
