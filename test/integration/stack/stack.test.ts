@@ -1,6 +1,9 @@
-// The dev stack is real: Placement 8.0.0 answers with microversion 1.39 and accepts the noauth2
-// token, and RabbitMQ accepts an AMQP connection through the agent's own connection code.
+// The dev stack is real: Placement (8.0.0 on Zed, 13.0.0 on 2025.1) answers with microversion 1.39
+// and accepts the noauth2 token, RabbitMQ is the release's (3.10 on Zed, 4.0 on 2025.1) and
+// accepts an AMQP connection through the agent's own connection code.
 import axios from 'axios';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import { loadConfig } from '../../../config/loader';
 import { AmqpBroker } from '../../../agent/rpc/amqp/amqp-broker';
 import { silentLogger } from '../../../lib/logging/logger';
@@ -8,9 +11,20 @@ import { NoAuth } from '../../../tracker/placement/auth';
 import { PlacementClient } from '../../../tracker/placement/client';
 import { PlacementAuthError } from '../../../tracker/placement/errors';
 import { PlacementHttp } from '../../../tracker/placement/http';
-import { PLACEMENT_URL, TRANSPORT_URL } from '../../helpers/stack';
+import { OPENSTACK_RELEASE, PLACEMENT_URL, TRANSPORT_URL } from '../../helpers/stack';
+
+const STACK = join(__dirname, '..', '..', '..', 'scripts', 'stack');
+const RELEASE_PACKAGES = { zed: { placement: '8.', rabbitmq: '3.10.' }, '2025.1': { placement: '13.', rabbitmq: '4.0.' } }[OPENSTACK_RELEASE];
 
 describe('dev stack', () => {
+  test(`RabbitMQ and Placement are ${OPENSTACK_RELEASE}'s packages`, () => {
+    const env = { ...process.env, OPENSTACK_RELEASE };
+    expect(execFileSync('bash', [STACK, 'rabbitmqctl', '-q', 'version'], { env, encoding: 'utf8' }).trim()).toMatch(new RegExp(`^${RELEASE_PACKAGES.rabbitmq.replace(/\./g, '\\.')}`));
+    const root = execFileSync('bash', [join(STACK, '..', 'release-root'), 'path', OPENSTACK_RELEASE], { encoding: 'utf8' }).trim();
+    const version = execFileSync('chroot', [root, 'dpkg-query', '-W', '-f=${Version}', 'placement-api'], { encoding: 'utf8' });
+    expect(version.startsWith(RELEASE_PACKAGES.placement)).toBe(true);
+  });
+
   test('Placement answers GET / with max_version 1.39', async () => {
     const client = new PlacementClient(new PlacementHttp({ auth: new NoAuth(PLACEMENT_URL) }));
     const v = await client.assertUsable();
