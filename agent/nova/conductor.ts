@@ -13,6 +13,7 @@
 import type { RpcClient } from '../rpc/endpoint/client';
 import { RemoteError } from '../rpc/oslo/errors';
 import type { RpcContext } from '../rpc/oslo/messages';
+import type { ObjectVersions } from './releases';
 
 export const CONDUCTOR_TOPIC = 'conductor';
 const CONDUCTOR_VERSION = '3.0';
@@ -50,12 +51,16 @@ export interface ConductorOptions {
   /** The exchange nova uses (`control_exchange`, "nova"). */
   readonly exchange: string;
   readonly timeoutMs: number;
-  /** The object version manifest sent with class actions. */
-  readonly versions: Readonly<Record<string, string>>;
+  /** The object version manifest sent with class actions until `useObjectVersions` picks the release's. */
+  readonly versions: ObjectVersions;
 }
 
 /** What nova mode needs from nova-conductor and the schedulers (tests use an in-memory one). */
 export interface Conductor {
+  /** The manifest class actions send, and new objects are made at: the registered release's. */
+  readonly objectVersions: ObjectVersions;
+  /** Switches to the manifest of the release the agent registers as (before it registers). */
+  useObjectVersions(versions: ObjectVersions): void;
   ping(ctx: RpcContext, timeoutMs?: number): Promise<void>;
   classAction(ctx: RpcContext, objname: string, method: string, args: readonly unknown[], kwargs?: Readonly<Record<string, unknown>>): Promise<unknown>;
   objectAction(ctx: RpcContext, objinst: Readonly<Record<string, unknown>>, method: string, args?: readonly unknown[], kwargs?: Readonly<Record<string, unknown>>): Promise<ObjectActionReply>;
@@ -64,7 +69,19 @@ export interface Conductor {
 
 /** Ownership: borrows the RPC client. Concurrency: any number of calls at once. */
 export class ConductorClient implements Conductor {
-  constructor(private readonly o: ConductorOptions) {}
+  private versions: ObjectVersions;
+
+  constructor(private readonly o: ConductorOptions) {
+    this.versions = o.versions;
+  }
+
+  get objectVersions(): ObjectVersions {
+    return this.versions;
+  }
+
+  useObjectVersions(versions: ObjectVersions): void {
+    this.versions = versions;
+  }
 
   /** `baseapi` ping: resolves once a conductor answers. */
   async ping(ctx: RpcContext, timeoutMs = this.o.timeoutMs): Promise<void> {
@@ -81,7 +98,7 @@ export class ConductorClient implements Conductor {
     return this.call(ctx, `${objname}.${method}`, 'object_class_action_versions', {
       objname,
       objmethod: method,
-      object_versions: this.o.versions,
+      object_versions: this.versions,
       args,
       kwargs,
     });

@@ -3,8 +3,9 @@
  * through nova-conductor (nova `compute/manager.py`; docs/nova-control-plane.md), as the step's
  * row in the transition table (`agent/compute/transitions.ts`) names them: `Instance.save` with
  * the fields the step changed and the `expected_task_state` nova checks, `Migration.save` with the
- * new status, `InstanceActionEvent` start/finish for builds and deletes, `Instance.destroy`, and
- * the scheduler fanout (`update_instance_info`, `delete_instance_info`).
+ * new status, `InstanceActionEvent` start/finish per method, `InstanceFault.create` for a step
+ * that records a fault, `Instance.destroy`, and the scheduler fanout (`update_instance_info`,
+ * `delete_instance_info`).
  *
  * Objects are saved from the primitives nova sent with the request (`received`), so fields this
  * agent does not model (flavor ids, system metadata, the migration's id) go back unchanged and
@@ -21,12 +22,18 @@ import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instan
 import type { RequestContext } from '../compute/ports';
 import type { Logger } from '../../lib/logging/logger';
 import type { Conductor } from './conductor';
-import { applyUpdates, isPrimitive, novaTime, primitive, withChanges, type Primitive } from './objects';
+import { ConductorError } from './conductor';
+import { applyUpdates, hasField, isPrimitive, novaTime, primitive, withChanges, type Primitive } from './objects';
 
 type Fields = Readonly<Record<string, unknown>>;
 
-/** The Migration's `dest_host` (nova's `my_ip` of the destination): the agent reports the loopback address. */
-const MY_IP = '127.0.0.1';
+/** The size `field` of the Instance (`instance_type_id`: the id) from a Flavor primitive; undefined without one. */
+function flavorSize(flavor: unknown, field: string): unknown {
+  return isPrimitive(flavor, 'Flavor') ? (flavor['nova_object.data'] as Fields)[field === 'instance_type_id' ? 'id' : field] : undefined;
+}
+
+/** nova keeps this much of a fault's message (`exception_to_dict`). */
+const FAULT_MESSAGE_CHARS = 255;
 
 /** The instance a step is about, as its writes need it. */
 interface Subject {
@@ -39,15 +46,18 @@ interface Subject {
 export interface NovaControlPlaneOptions {
   readonly conductor: Conductor;
   readonly host: string;
+  /** `[DEFAULT] my_ip`: the Migration's `dest_host` when this host is a move's destination. */
+  readonly myIp: string;
+  /** This host's ComputeNode id in nova, once registered (`compute_id`, `dest_compute_id`). */
+  readonly computeNodeId: () => number | undefined;
   readonly logger: Logger;
   readonly now?: () => Date;
 }
 
 /** Instance saves per step: the fields written and the task state nova expects (undefined: no check). */
-interface InstanceSave {
-  readonly fields: Fields;
+type InstanceSave = ({ readonly fields: Fields } | { readonly set: Readonly<Record<string, NovaValue>>; readonly subject: Subject }) & {
   readonly expected?: string | null | ReadonlyArray<string | null>;
-}
+};
 
 /** Ownership: keeps the latest primitive of each instance and migration this host is working on. */
 export class NovaControlPlane implements ControlPlane {
@@ -125,16 +135,30 @@ export class NovaControlPlane implements ControlPlane {
     if (!w) return;
     if (w.migration) {
       const uuid = s.migration?.uuid ?? (w.migration.orLatest ? this.lastMigrationOf(s.uuid) : undefined);
-      await this.saveMigration(ctx, uuid, { ...this.values(w.migration.set ?? {}, s), status: w.migration.status });
+      await this.saveMigration(ctx, uuid, s, w.migration.set ?? {}, w.migration.status);
     }
     let saved: Primitive | undefined;
     if (instanceWrites) {
-      for (const save of w.instance ?? []) saved = await this.saveInstance(ctx, s.uuid, { fields: this.values(save.set, s), expected: save.expected });
+      for (const save of w.instance ?? []) saved = await this.saveInstance(ctx, s.uuid, { set: save.set, subject: s, expected: save.expected });
       if (w.hook) await this.hooks[w.hook](ctx, s.uuid, saved);
+      if (w.fault && fault !== undefined) await this.createFault(ctx, s.uuid, fault);
     }
-    if (w.fanout === 'update_instance_info' && saved) await this.o.conductor.schedulerFanout(this.admin(ctx), w.fanout, { host_name: this.o.host, instance_info: primitive('InstanceList', { objects: [saved] }) });
-    if (w.fanout === 'delete_instance_info') await this.o.conductor.schedulerFanout(this.admin(ctx), w.fanout, { host_name: this.o.host, instance_uuid: s.uuid });
+    if (w.fanout === 'update_instance_info' && saved) await this.fanout(ctx, w.fanout, { host_name: this.o.host, instance_info: primitive('InstanceList', { objects: [saved] }, this.o.conductor.objectVersions) });
+    if (w.fanout === 'delete_instance_info') await this.fanout(ctx, w.fanout, { host_name: this.o.host, instance_uuid: s.uuid });
     if (w.event) await this.event(ctx, s.uuid, w.event.name, w.event.phase, w.event.failure === undefined ? undefined : (fault ?? w.event.failure));
+  }
+
+  /**
+   * The scheduler fanout: a hint (a scheduler whose view of a host is not synced reads the host's
+   * instances from the database), so a cast that fails is logged and the step's action event is
+   * still written.
+   */
+  private async fanout(ctx: RequestContext, method: string, args: Fields): Promise<void> {
+    try {
+      await this.o.conductor.schedulerFanout(this.admin(ctx), method, args);
+    } catch (e) {
+      this.log.warn({ method, reason: e instanceof Error ? e.message : String(e) }, 'scheduler fanout not sent; the schedulers learn it at their next host sync');
+    }
   }
 
   /** The steps whose writes are not field values (`NovaHook`). */
@@ -153,9 +177,9 @@ export class NovaControlPlane implements ControlPlane {
     },
   };
 
-  /** The values a row names, resolved for `s` now. */
-  private values(set: Readonly<Record<string, NovaValue>>, s: Subject): Fields {
-    const value = (field: string, v: NovaValue): unknown => {
+  /** The values a row names, resolved for `s` now; only the fields `target`'s version has. */
+  private async values(ctx: RequestContext, set: Readonly<Record<string, NovaValue>>, s: Subject, target: Primitive): Promise<Fields> {
+    const value = async (field: string, v: NovaValue): Promise<unknown> => {
       switch (v) {
         case 'state':
           return s.state[field as keyof InstanceState];
@@ -164,28 +188,60 @@ export class NovaControlPlane implements ControlPlane {
         case 'this_host':
           return this.o.host;
         case 'this_ip':
-          return MY_IP;
+          return this.o.myIp;
+        case 'this_node_id':
+          return this.o.computeNodeId();
         case 'move_dest':
           return s.migration?.dest_compute;
+        case 'move_dest_node_id':
+          return this.destNodeId(ctx, s);
         case 'flavor':
           return this.field(s.uuid, 'flavor');
         case 'old_flavor':
           return this.field(s.uuid, 'old_flavor') ?? this.field(s.uuid, 'flavor');
+        case 'new_flavor':
+          return this.newFlavorOf(s.uuid);
+        case 'new_flavor_field':
+          return flavorSize(this.newFlavorOf(s.uuid), field);
+        case 'old_flavor_field':
+          return flavorSize(this.field(s.uuid, 'old_flavor') ?? this.field(s.uuid, 'flavor'), field);
         default:
           return v;
       }
     };
-    return Object.fromEntries(Object.entries(set).map(([field, v]) => [field, value(field, v)]));
+    const out: Record<string, unknown> = {};
+    for (const [field, v] of Object.entries(set)) if (hasField(target, field)) out[field] = await value(field, v);
+    return out;
+  }
+
+  /**
+   * The ComputeNode id of the move's destination (nova's `Migration.get_dest_compute_id`): the
+   * Migration's `dest_compute_id`, which the destination set when it claimed the move, else the
+   * node nova has for the destination host. Undefined when neither is known (nothing is written).
+   */
+  private async destNodeId(ctx: RequestContext, s: Subject): Promise<number | undefined> {
+    const mig = s.migration ? this.migrations.get(s.migration.uuid) : undefined;
+    const id = mig ? (mig['nova_object.data'] as Fields).dest_compute_id : undefined;
+    if (typeof id === 'number') return id;
+    const dest = s.migration?.dest_compute;
+    if (!dest) return undefined;
+    const node = await this.o.conductor.classAction(this.admin(ctx), 'ComputeNode', 'get_by_host_and_nodename', [dest, dest]).catch((e: unknown) => {
+      if (!(e instanceof ConductorError)) throw e;
+      this.log.warn({ host: dest, reason: e.message }, "cannot read the destination's compute node from nova");
+      return undefined;
+    });
+    const nodeId = isPrimitive(node, 'ComputeNode') ? (node['nova_object.data'] as Fields).id : undefined;
+    return typeof nodeId === 'number' ? nodeId : undefined;
   }
 
   /** `Instance.save` from the latest primitive; returns the saved primitive, or undefined without one. */
   private async saveInstance(ctx: RequestContext, uuid: string, save: InstanceSave): Promise<Primitive | undefined> {
     const base = this.instances.get(uuid) ?? (await this.fetchInstance(ctx, uuid));
     if (!base) {
-      this.log.warn({ instance: uuid, fields: Object.keys(save.fields) }, 'no Instance object from nova for this instance; save skipped');
+      this.log.warn({ instance: uuid, fields: Object.keys('fields' in save ? save.fields : save.set) }, 'no Instance object from nova for this instance; save skipped');
       return undefined;
     }
-    const obj = withChanges(base, save.fields);
+    const obj = withChanges(base, 'fields' in save ? save.fields : await this.values(ctx, save.set, save.subject, base));
     const kwargs = save.expected === undefined ? {} : { expected_task_state: save.expected };
     const reply = await this.o.conductor.objectAction(this.admin(ctx), obj, 'save', [], kwargs);
     const next = applyUpdates(obj, reply.updates);
@@ -193,13 +249,13 @@ export class NovaControlPlane implements ControlPlane {
     return next;
   }
 
-  private async saveMigration(ctx: RequestContext, uuid: string | undefined, fields: Fields): Promise<void> {
+  private async saveMigration(ctx: RequestContext, uuid: string | undefined, s: Subject, set: Readonly<Record<string, NovaValue>>, status: string | undefined): Promise<void> {
     const base = uuid ? (this.migrations.get(uuid) ?? (await this.fetchMigration(ctx, uuid))) : undefined;
     if (!base || !uuid) {
-      this.log.warn({ migration: uuid, fields: Object.keys(fields) }, 'no Migration object from nova for this move; save skipped');
+      this.log.warn({ migration: uuid, fields: Object.keys(set) }, 'no Migration object from nova for this move; save skipped');
       return;
     }
-    const obj = withChanges(base, fields);
+    const obj = withChanges(base, { ...(await this.values(ctx, set, s, base)), ...(status === undefined ? {} : { status }) });
     const reply = await this.o.conductor.objectAction(this.admin(ctx), obj, 'save');
     this.migrations.set(uuid, applyUpdates(obj, reply.updates));
   }
@@ -229,6 +285,12 @@ export class NovaControlPlane implements ControlPlane {
     return got;
   }
 
+  /** The Flavor a move of `uuid` goes to: the Instance's new_flavor, else prep_resize's flavor. */
+  private newFlavorOf(uuid: string): unknown {
+    const stashed = this.newFlavors.get(uuid);
+    return this.field(uuid, 'new_flavor') ?? (stashed ? { ...stashed, 'nova_object.changes': [] } : undefined);
+  }
+
   /** A field of the latest Instance primitive (nested objects as primitives). */
   private field(uuid: string, name: string): unknown {
     const inst = this.instances.get(uuid);
@@ -239,6 +301,15 @@ export class NovaControlPlane implements ControlPlane {
     let found: string | undefined;
     for (const [uuid, m] of this.migrations) if ((m['nova_object.data'] as Fields).instance_uuid === instance) found = uuid;
     return found;
+  }
+
+  /**
+   * `InstanceFault.create`, as nova's `add_instance_fault_from_exc` writes it for an error that is
+   * not a NovaException: code 500, the message cut to nova's 255 characters, no traceback.
+   */
+  private async createFault(ctx: RequestContext, uuid: string, message: string): Promise<void> {
+    const data = { host: this.o.host, instance_uuid: uuid, message: message.slice(0, FAULT_MESSAGE_CHARS), code: 500, details: '' };
+    await this.o.conductor.objectAction(this.admin(ctx), primitive('InstanceFault', data, this.o.conductor.objectVersions), 'create');
   }
 
   /** `InstanceActionEvent.event_start` / `event_finish_with_failure`, under the request's own id (nova finds the action by it). */

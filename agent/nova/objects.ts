@@ -3,9 +3,13 @@
  * `.version`, `.data` and `.changes`. The conductor saves exactly the fields named in `.changes`,
  * so every write here names the fields it changed and nothing else.
  *
+ * A field nova added in a later object version (`Instance.compute_id` in 2.8, `Migration.dest_compute_id`
+ * in 1.8) is written only to a primitive at that version or later: the control plane that sent an
+ * older one does not have the field.
+ *
  * Not here: what to write when (the service and control-plane modules decide that).
  */
-import { NOVA_OBJECT_VERSIONS } from './versions';
+import type { ObjectVersions } from './releases';
 
 /** An object primitive (`nova_object.*` keys). */
 export type Primitive = Readonly<Record<string, unknown>>;
@@ -24,9 +28,29 @@ export function isPrimitive(v: unknown, name?: string): v is Primitive {
   return isRecord(v) && typeof v['nova_object.name'] === 'string' && isRecord(v['nova_object.data']) && (name === undefined || v['nova_object.name'] === name);
 }
 
-/** A new primitive of `name` at the Zed version, with `changes` (default: every field in `data`). */
-export function primitive(name: string, data: Readonly<Record<string, unknown>>, changes: readonly string[] = Object.keys(data)): Primitive {
-  const version = NOVA_OBJECT_VERSIONS[name];
+/** The fields nova added after an object's first version, and the version that added each. */
+const FIELD_SINCE: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  Instance: { compute_id: '2.8' },
+  Migration: { dest_compute_id: '1.8' },
+};
+
+function versionTuple(v: unknown): [number, number] {
+  const m = typeof v === 'string' ? /^(\d+)\.(\d+)/.exec(v) : null;
+  return m ? [Number(m[1]), Number(m[2])] : [0, 0];
+}
+
+/** Whether the object `p` is (by its name and version) has `field`. Fields not in FIELD_SINCE: yes. */
+export function hasField(p: Primitive, field: string): boolean {
+  const since = FIELD_SINCE[String(p['nova_object.name'])]?.[field];
+  if (since === undefined) return true;
+  const [a, b] = versionTuple(p['nova_object.version']);
+  const [x, y] = versionTuple(since);
+  return a > x || (a === x && b >= y);
+}
+
+/** A new primitive of `name` at the version `versions` (a release's manifest) names, with `changes` (default: every field in `data`). */
+export function primitive(name: string, data: Readonly<Record<string, unknown>>, versions: ObjectVersions, changes: readonly string[] = Object.keys(data)): Primitive {
+  const version = versions[name];
   if (!version) throw new PrimitiveError(`no nova object named ${name}`);
   return { 'nova_object.name': name, 'nova_object.namespace': 'nova', 'nova_object.version': version, 'nova_object.data': { ...data }, 'nova_object.changes': [...changes] };
 }
@@ -39,11 +63,12 @@ export function dataOf(v: unknown, name: string): Readonly<Record<string, unknow
 
 /**
  * `base` with `updates` applied and `.changes` naming exactly the updated fields: the form a
- * `save()` sends. The other fields stay as the conductor last gave them.
+ * `save()` sends. The other fields stay as the conductor last gave them; a field `base`'s version
+ * does not have is left out.
  */
 export function withChanges(base: Primitive, updates: Readonly<Record<string, unknown>>): Primitive {
   // undefined: a value this agent does not have (a field nova did not send); never written.
-  const set = Object.fromEntries(Object.entries(updates).filter(([, v]) => v !== undefined));
+  const set = Object.fromEntries(Object.entries(updates).filter(([k, v]) => v !== undefined && hasField(base, k)));
   const data = { ...(base['nova_object.data'] as Record<string, unknown>), ...set };
   return { ...base, 'nova_object.data': data, 'nova_object.changes': Object.keys(set) };
 }

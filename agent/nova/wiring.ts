@@ -11,7 +11,10 @@ import type { RpcClient } from '../rpc/endpoint/client';
 import { ConductorClient } from './conductor';
 import { NovaControlPlane } from './control-plane';
 import { NovaService, type ComputeNodeFacts, type NodeUsage } from './service';
-import { NOVA_OBJECT_VERSIONS } from './versions';
+import { ZED } from './releases';
+import { cpuInfoJson } from './cpu-info';
+import type { VirtDriver } from '../../virt-drivers/driver';
+import type { CpuFacts } from '../../virt-drivers/host/facts';
 
 export interface NovaParts {
   readonly conductor: ConductorClient;
@@ -21,14 +24,18 @@ export interface NovaParts {
 
 export function createNovaParts(config: AgentConfig, client: RpcClient, logger: Logger): NovaParts {
   const d = config.DEFAULT;
-  const conductor = new ConductorClient({ client, exchange: d.control_exchange, timeoutMs: d.rpc_response_timeout * 1000, versions: NOVA_OBJECT_VERSIONS });
-  const service = new NovaService({ conductor, host: d.host, serviceVersion: d.nova_service_version, reportIntervalMs: d.report_interval * 1000, logger, pingTimeoutMs: d.rpc_response_timeout * 1000 });
-  const controlPlane = new NovaControlPlane({ conductor, host: d.host, logger });
+  // Zed's manifest until registration picks the release: every class in it is as old or older than 2025.1's.
+  const conductor = new ConductorClient({ client, exchange: d.control_exchange, timeoutMs: d.rpc_response_timeout * 1000, versions: ZED.objects });
+  const service = new NovaService({ conductor, host: d.host, serviceVersion: d.nova_service_version, hostIp: d.my_ip, reportIntervalMs: d.report_interval * 1000, logger, pingTimeoutMs: d.rpc_response_timeout * 1000 });
+  const controlPlane = new NovaControlPlane({ conductor, host: d.host, myIp: d.my_ip, computeNodeId: () => service.computeNodeId, logger });
   return { conductor, service, controlPlane };
 }
 
-/** The root provider's inventory as nova's ComputeNode fields (totals; ratios as Placement has them). */
-export function computeNodeFacts(config: AgentConfig, tracker: ResourceTracker): ComputeNodeFacts {
+/**
+ * The root provider's inventory as nova's ComputeNode fields (totals; ratios as Placement has
+ * them), with the driver's hypervisor version and the CPU of its last host facts.
+ */
+export function computeNodeFacts(config: AgentConfig, tracker: ResourceTracker, driver: VirtDriver): ComputeNodeFacts {
   const root = tracker.ourProviders().find((p) => p.uuid === tracker.rootUuid);
   const inv = root?.inventories ?? {};
   const total = (rc: string): number => inv[rc]?.total ?? 0;
@@ -41,9 +48,15 @@ export function computeNodeFacts(config: AgentConfig, tracker: ResourceTracker):
     cpu_allocation_ratio: ratio('VCPU', d.cpu_allocation_ratio ?? d.initial_cpu_allocation_ratio),
     ram_allocation_ratio: ratio('MEMORY_MB', d.ram_allocation_ratio ?? d.initial_ram_allocation_ratio),
     disk_allocation_ratio: ratio('DISK_GB', d.disk_allocation_ratio ?? d.initial_disk_allocation_ratio),
-    hypervisor_type: d.compute_driver === 'qemu' ? 'QEMU' : d.compute_driver,
-    hypervisor_version: 1,
+    hypervisor_type: driver.name === 'qemu' ? 'QEMU' : driver.name,
+    hypervisor_version: driver.hypervisorVersion?.() ?? 0,
+    cpu_info: cpuInfoJson(cpuFacts(driver)),
   };
+}
+
+function cpuFacts(driver: VirtDriver): CpuFacts | undefined {
+  const cpu = driver.lastHostFacts?.()?.cpu;
+  return cpu?.status === 'detected' ? cpu.data : undefined;
 }
 
 /** What `instances` (this host's records, incoming moves included: they hold a claim here) use. */

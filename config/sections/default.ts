@@ -16,13 +16,16 @@ import {
   choice,
   float,
   hostName,
+  ipAddress,
   int,
   nonEmpty,
   optFloat,
   option,
+  serviceVersion,
   str,
 } from '../types';
 import { transportUrl } from '../transport-url';
+import { primaryAddress } from '../host-address';
 
 const ratio = (name: string): z.ZodType<number | undefined, string> =>
   option(optFloat(0, true), {
@@ -93,16 +96,25 @@ export const defaultSection = z.object({
     default: '',
     expected: 'an exchange name, or empty',
   }),
+  rpc_ping_enabled: option(bool(), {
+    help: 'Answer the oslo_rpc_server_ping call (version 1.0, no namespace) with "pong", as oslo.messaging servers do for health probes.',
+    default: 'false',
+    expected: 'true or false',
+  }),
   compute_driver: option(
     z.string().transform((v, ctx) => {
       const t = v.trim();
+      if (t === '') return undefined;
       if (/^[A-Za-z][A-Za-z0-9_.-]*$/.test(t)) return t;
       ctx.addIssue({ code: 'custom', message: 'not a driver name' });
       return z.NEVER;
     }),
     {
-      help: 'Virt driver that discovers this host and runs its instances (see `compute-agent discover`).',
-      default: 'fake',
+      help:
+        'Virt driver that discovers this host and runs its instances: fake (the real host\'s inventory, simulated ' +
+        'instances) or qemu (real VMs). No default: run, sync, plan and discover refuse to start without it, because ' +
+        'a host that silently ran the fake driver would take real allocations for instances that do not exist.',
+      default: '',
       expected: 'a registered driver name such as fake or qemu',
     },
   ),
@@ -119,10 +131,22 @@ export const defaultSection = z.object({
     default: '10',
     expected: 'an integer >= 1 (seconds)',
   }),
-  nova_service_version: option(int(1), {
-    help: 'nova-compute service version the agent registers with (control_plane = nova). nova gates features and caps compute RPC by the lowest one; 64 is Zed.',
-    default: '64',
-    expected: 'an integer >= 1',
+  nova_service_version: option(serviceVersion(), {
+    help:
+      'nova-compute service version the agent registers with (control_plane = nova): a promise of that release\'s compute RPC ' +
+      'and object versions. nova gates features and caps compute RPC by the lowest one, and from 2023.2 its services refuse to ' +
+      'start beside computes older than their oldest supported release. auto: the release nova-conductor runs (its service ' +
+      'version, asked at start-up). 64: Zed (compute RPC 6.1). 68: 2025.1 (compute RPC 6.4).',
+    default: 'auto',
+    expected: 'auto, 64 (Zed) or 68 (2025.1)',
+  }),
+  my_ip: option(ipAddress(), {
+    help:
+      "This host's IP address, as nova's my_ip: the ComputeNode's host_ip and the address a move's destination reports " +
+      '(Migration dest_host). Defaults to the address of the interface the default route leaves by (IPv4 first).',
+    default: () => primaryAddress(),
+    defaultShown: "<this host's primary IPv4 address>",
+    expected: 'an IPv4 or IPv6 address',
   }),
   reserved_host_memory_mb: option(int(0), {
     help: 'Memory (MiB) kept for the host: reported as MEMORY_MB reserved.',
@@ -152,6 +176,14 @@ export const defaultSection = z.object({
       'runs at its own offset within it, so a fleet does not audit in the same second.',
     default: '0',
     expected: 'an integer that divides 60, 3600 or 86400 evenly (e.g. 30, 60, 120, 300), 0 for 60, or negative to disable',
+  }),
+  sync_power_state_interval: option(int(), {
+    help:
+      "Seconds between power-state syncs (nova's option of the same name): the hypervisor's power state of each instance with " +
+      'no task is recorded, an ACTIVE instance whose guest shut down or died is stopped, a STOPPED one whose guest runs is ' +
+      'powered off. 0 means 60; a negative value disables the sync.',
+    default: '600',
+    expected: 'an integer (seconds; 0 for 60, negative to disable)',
   }),
   graceful_shutdown_timeout: option(int(0), {
     help: 'Seconds a SIGTERM waits for operations in flight before the agent exits; 0 waits forever.',

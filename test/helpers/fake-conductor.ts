@@ -3,11 +3,15 @@
  * get them wrong: a save writes only the fields named in `nova_object.changes`; `Instance.save`
  * with `expected_task_state` raises UnexpectedTaskStateError when the stored task state differs;
  * `Service.save` bumps `last_seen_up` only when `report_count` grows; unknown compute nodes raise
- * ComputeHostNotFound. Every call is recorded.
+ * ComputeHostNotFound; an `Instance.save` of `node` without `compute_id` on an Instance 2.8 or later
+ * raises ObjectActionError (nova 2023.2 on). It runs one release (Zed unless told): objects come at
+ * that release's versions and `Service.get_minimum_version('nova-conductor')` answers its service
+ * version. Every call is recorded.
  */
 import { randomUUID } from 'node:crypto';
 import { ConductorError, type Conductor, type ObjectActionReply } from '../../agent/nova/conductor';
 import type { RpcContext } from '../../agent/rpc/oslo/messages';
+import { ZED, type NovaRelease, type ObjectVersions } from '../../agent/nova/releases';
 
 type Data = Record<string, unknown>;
 
@@ -21,16 +25,41 @@ export interface ConductorCall {
   readonly ctx: RpcContext;
 }
 
+const atLeast = (version: string, major: number, minor: number): boolean => {
+  const [a = 0, b = 0] = version.split('.').map(Number);
+  return a > major || (a === major && b >= minor);
+};
 const dataOf = (o: Readonly<Record<string, unknown>>): Data => o['nova_object.data'] as Data;
-const prim = (name: string, data: Data): Data => ({ 'nova_object.name': name, 'nova_object.namespace': 'nova', 'nova_object.version': '1.0', 'nova_object.data': { ...data }, 'nova_object.changes': [] });
+export interface FakeConductorOptions {
+  /** The release the control plane runs (default Zed). */
+  readonly release?: NovaRelease;
+  /** What `Service.get_minimum_version('nova-conductor')` answers; null: it fails. Default: the release's service version. */
+  readonly conductorVersion?: number | null;
+}
 
 export class FakeConductor implements Conductor {
+  readonly release: NovaRelease;
+  readonly conductorVersion: number | null;
+  objectVersions: ObjectVersions = ZED.objects;
+  /** When set, every scheduler fanout cast fails with it (a broker refusing the exchange). */
+  fanoutError: Error | undefined;
   readonly calls: ConductorCall[] = [];
   readonly services = new Map<string, Data>();
   readonly nodes = new Map<string, Data>();
   readonly instances = new Map<string, Data>();
   readonly migrations = new Map<string, Data>();
+  /** InstanceFault rows, in the order created. */
+  readonly faults: Data[] = [];
   private nextId = 1;
+
+  constructor(o: FakeConductorOptions = {}) {
+    this.release = o.release ?? ZED;
+    this.conductorVersion = o.conductorVersion === undefined ? this.release.serviceVersion : o.conductorVersion;
+  }
+
+  useObjectVersions(versions: ObjectVersions): void {
+    this.objectVersions = versions;
+  }
 
   ping(ctx: RpcContext): Promise<void> {
     this.calls.push({ kind: 'ping', what: 'ping', ctx });
@@ -40,17 +69,27 @@ export class FakeConductor implements Conductor {
   /** An Instance as the conductor sends it with a request (stored as the database row too). */
   instance(data: Data): Data {
     this.instances.set(String(data.uuid), { ...data });
-    return prim('Instance', data);
+    return this.prim('Instance', data);
   }
 
   migration(data: Data): Data {
     const row = { id: this.nextId++, ...data };
     this.migrations.set(String(data.uuid), row);
-    return prim('Migration', row);
+    return this.prim('Migration', row);
+  }
+
+  /** A primitive of `name` at the version this control plane's release has. */
+  prim(name: string, data: Data): Data {
+    return { 'nova_object.name': name, 'nova_object.namespace': 'nova', 'nova_object.version': this.release.objects[name] ?? '1.0', 'nova_object.data': { ...data }, 'nova_object.changes': [] };
   }
 
   classAction(ctx: RpcContext, objname: string, method: string, args: readonly unknown[], kwargs: Readonly<Record<string, unknown>> = {}): Promise<unknown> {
     this.calls.push({ kind: 'class', what: `${objname}.${method}`, args, kwargs, ctx });
+    const prim = (name: string, data: Data): Data => this.prim(name, data);
+    if (objname === 'Service' && method === 'get_minimum_version') {
+      if (this.conductorVersion === null) return Promise.reject(new ConductorError('MessagingTimeout', `${objname}.${method}`, 'no reply'));
+      return Promise.resolve(args[0] === 'nova-conductor' ? this.conductorVersion : 0);
+    }
     if (objname === 'Service' && method === 'get_by_host_and_binary') {
       const s = this.services.get(`${String(args[0])}/${String(args[1])}`);
       return Promise.resolve(s ? prim('Service', s) : null);
@@ -78,6 +117,7 @@ export class FakeConductor implements Conductor {
       const row: Data = { ...changed, id: this.nextId++, uuid: changed.uuid ?? randomUUID() };
       if (name === 'Service') this.services.set(`${String(row.host)}/${String(row.binary)}`, row);
       if (name === 'ComputeNode') this.nodes.set(`${String(row.host)}/${String(row.hypervisor_hostname)}`, row);
+      if (name === 'InstanceFault') this.faults.push(row);
       return Promise.resolve({ updates: row, result: null });
     }
     const table = { Service: [...this.services.values()], ComputeNode: [...this.nodes.values()], Instance: [...this.instances.values()], Migration: [...this.migrations.values()] }[name] ?? [];
@@ -86,6 +126,9 @@ export class FakeConductor implements Conductor {
     if (method === 'destroy') {
       this.instances.delete(String(row.uuid));
       return Promise.resolve({ updates: {}, result: null });
+    }
+    if (name === 'Instance' && changes.includes('node') && !changes.includes('compute_id') && atLeast(String(objinst['nova_object.version']), 2, 8)) {
+      return Promise.reject(new ConductorError('ObjectActionError', `${name}.${method}`, `Instance.node is being updated (${JSON.stringify(data.node)}) but compute_id is not`));
     }
     if ('expected_task_state' in kwargs) {
       const want = kwargs.expected_task_state;
@@ -99,7 +142,7 @@ export class FakeConductor implements Conductor {
 
   schedulerFanout(ctx: RpcContext, method: string, args: Readonly<Record<string, unknown>>): Promise<void> {
     this.calls.push({ kind: 'fanout', what: method, args: [args], ctx });
-    return Promise.resolve();
+    return this.fanoutError ? Promise.reject(this.fanoutError) : Promise.resolve();
   }
 
   /** The calls of one kind, as `what` names, in order. */

@@ -1,11 +1,11 @@
 /**
  * A real nova control plane for integration tests (scripts/nova-stack: nova-api, nova-conductor,
- * nova-scheduler from Debian, SQLite, noauth2) on a private API port, vhost and state directory,
+ * nova-scheduler from Debian, SQLite, noauth2, of the release OPENSTACK_RELEASE names) on a private API port, vhost and state directory,
  * the compute agents in nova mode as child processes running the current source (scripts/ts-run.js),
  * and a small client for nova's REST API.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PLACEMENT_URL, RABBIT_PORT } from './stack';
@@ -25,6 +25,13 @@ function run(args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs: number)
 export interface NovaStackOptions {
   /** nova's `[DEFAULT] service_down_time` (seconds). */
   readonly serviceDownTime?: number;
+  /** The Glance nova-api looks images up in (image-less boots only without one). */
+  readonly glanceUrl?: string;
+  /**
+   * A Keystone nova-api authenticates users with (noauth2 without one): its URL, the nova service
+   * user's password, and where the API client gets its token.
+   */
+  readonly keystone?: { readonly url: string; readonly servicePassword: string; readonly token: () => Promise<string> };
 }
 
 /** One private control plane: start with `up`, map hosts with `discover`, remove with `down`. */
@@ -33,6 +40,11 @@ export class NovaStack {
   readonly apiPort = 18000 + 2 * (process.pid % 900);
   readonly vhost = `novacp-test-${this.apiPort}`;
   readonly transportUrl = `rabbit://guest:guest@127.0.0.1:${RABBIT_PORT}/${this.vhost}`;
+  /**
+   * The `[oslo_messaging_rabbit]` options nova's services run with (written by `up`: kolla-ansible
+   * 2025.1's on that release, none on Zed); agents must declare their queues the same way.
+   */
+  readonly messagingFile = join(this.dir, 'nova', 'messaging.conf');
   readonly api: NovaApi;
   private readonly env: NodeJS.ProcessEnv;
 
@@ -43,15 +55,25 @@ export class NovaStack {
       NOVA_VHOST: this.vhost,
       NOVA_DIR: join(this.dir, 'nova'),
       NOVA_SERVICE_DOWN_TIME: String(opts.serviceDownTime ?? 60),
+      ...(opts.glanceUrl === undefined ? {} : { GLANCE_URL: opts.glanceUrl }),
+      ...(opts.keystone === undefined ? {} : { KEYSTONE_URL: opts.keystone.url, KEYSTONE_SERVICE_PASSWORD: opts.keystone.servicePassword }),
       PLACEMENT_PORT: new URL(PLACEMENT_URL).port || '80',
       RABBIT_PORT: String(RABBIT_PORT),
     };
-    this.api = new NovaApi(`http://127.0.0.1:${this.apiPort}/v2.1`);
+    this.api = new NovaApi(`http://127.0.0.1:${this.apiPort}/v2.1`, opts.keystone?.token);
   }
 
   /** Installs nova's packages when missing (apt), creates the databases, starts the services. */
   async up(): Promise<void> {
     await run(['up'], this.env, 600_000);
+  }
+
+  /**
+   * Stops nova's services and starts them on the same databases; rejects when one refuses to
+   * start (nova's API, conductor and scheduler check every compute's service version at start).
+   */
+  async restart(): Promise<void> {
+    await run(['restart'], this.env, 300_000);
   }
 
   /** `nova-manage cell_v2 discover_hosts`: maps compute hosts that registered. */
@@ -76,6 +98,8 @@ export const REPORT_INTERVAL = 4;
 export interface AgentConfLines {
   readonly defaults?: string;
   readonly sections?: string;
+  /** A file of `[oslo_messaging_rabbit]` options (NovaStack.messagingFile), read at start. */
+  readonly messagingFile?: string;
 }
 
 /** A compute agent in nova mode as a child process (fake driver unless `conf` says otherwise). */
@@ -84,12 +108,13 @@ export class NovaAgent {
   readonly file = join(this.dir, 'agent.conf');
   child: ChildProcess | undefined;
   output = '';
+  private messagingAdded = false;
 
   constructor(
     readonly host: string,
     transportUrl: string,
     host_facts: { vcpus: number; memory_mb: number; disk_gb: number },
-    conf: AgentConfLines = {},
+    private readonly conf: AgentConfLines = {},
   ) {
     mkdirSync(join(this.dir, 'state'));
     const hostFile = join(this.dir, 'host.json');
@@ -107,7 +132,7 @@ export class NovaAgent {
       this.file,
       `[DEFAULT]\nhost = ${host}\nstate_path = ${join(this.dir, 'state')}\ntransport_url = ${transportUrl}\ncontrol_exchange = nova\n` +
         `control_plane = nova\nreport_interval = ${REPORT_INTERVAL}\nupdate_resources_interval = -1\ngraceful_shutdown_timeout = 5\nrpc_response_timeout = 30\n` +
-        `reserved_host_memory_mb = 0\ninstances_path = ${join(this.dir, 'instances')}\n${conf.defaults ?? ''}\n` +
+        `reserved_host_memory_mb = 0\ninstances_path = ${join(this.dir, 'instances')}\ncompute_driver = fake\n${conf.defaults ?? ''}\n` +
         `[placement]\nendpoint_override = ${PLACEMENT_URL}\n[metrics]\nlisten =\n` +
         `[fake]\nhost_file = ${hostFile}\ninstances_file = ${join(this.dir, 'state', 'fake-instances.json')}\n${conf.sections ?? ''}`,
       { mode: 0o600 },
@@ -116,6 +141,10 @@ export class NovaAgent {
 
   /** Starts the agent; resolves once it logged "compute-agent up". */
   async start(): Promise<void> {
+    if (this.conf.messagingFile !== undefined && !this.messagingAdded) {
+      appendFileSync(this.file, `\n[oslo_messaging_rabbit]\n${readFileSync(this.conf.messagingFile, 'utf8')}`);
+      this.messagingAdded = true;
+    }
     const child = spawn(process.execPath, [join(ROOT, 'scripts', 'ts-run.js'), join(ROOT, 'agent', 'cli', 'main.ts'), 'run', '--config-file', this.file], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -151,6 +180,7 @@ export interface Server {
   readonly status: string;
   readonly 'OS-EXT-SRV-ATTR:host': string | null;
   readonly 'OS-EXT-STS:task_state': string | null;
+  readonly 'OS-EXT-STS:power_state'?: number;
   readonly fault?: { message: string };
 }
 
@@ -167,7 +197,11 @@ export interface Hypervisor {
 
 /** nova's compute API with a noauth2 admin token. */
 export class NovaApi {
-  constructor(readonly base: string) {}
+  /** `token`: where a Keystone-authenticated API's token comes from; noauth2's admin token without one. */
+  constructor(
+    readonly base: string,
+    private readonly token: () => Promise<string> = () => Promise.resolve('admin:admin'),
+  ) {}
 
   /**
    * One API request. nova-api on SQLite answers 500 (sqlalchemy OperationalError, "database is
@@ -178,7 +212,7 @@ export class NovaApi {
     for (let attempt = 0; ; attempt++) {
       const res = await fetch(`${this.base}${path}`, {
         method,
-        headers: { 'X-Auth-Token': 'admin:admin', 'Content-Type': 'application/json', 'X-OpenStack-Nova-API-Version': microversion },
+        headers: { 'X-Auth-Token': await this.token(), 'Content-Type': 'application/json', 'X-OpenStack-Nova-API-Version': microversion },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
       const text = await res.text();

@@ -17,12 +17,12 @@ import { FLAVOR, InProcessPeers, makeHost, type HarnessHost } from '../../../hel
 import { MockPlacement } from '../../../helpers/mock-placement';
 
 const CTX = { request_id: 'req-nova-test', is_admin: false };
-const FACTS = { vcpus: 16, memory_mb: 32768, local_gb: 200, cpu_allocation_ratio: 4, ram_allocation_ratio: 1, disk_allocation_ratio: 1, hypervisor_type: 'fake', hypervisor_version: 1 };
+const FACTS = { vcpus: 16, memory_mb: 32768, local_gb: 200, cpu_allocation_ratio: 4, ram_allocation_ratio: 1, disk_allocation_ratio: 1, hypervisor_type: 'fake', hypervisor_version: 1000, cpu_info: '{}' };
 
 afterEach(() => nock.cleanAll());
 
 describe('nova service registration', () => {
-  const service = (c: FakeConductor): NovaService => new NovaService({ conductor: c, host: 'cmp-1', serviceVersion: 64, reportIntervalMs: 60_000, logger: silentLogger() });
+  const service = (c: FakeConductor): NovaService => new NovaService({ conductor: c, host: 'cmp-1', serviceVersion: 'auto', hostIp: '192.0.2.10', reportIntervalMs: 60_000, logger: silentLogger() });
 
   test('creates the Service (nova-compute, topic compute, version) and a ComputeNode with our root uuid and real capacity', async () => {
     const c = new FakeConductor();
@@ -32,7 +32,7 @@ describe('nova service registration', () => {
     const root = randomUUID();
     await s.registerNode(root, FACTS);
     expect(c.nodes.get('cmp-1/cmp-1')).toMatchObject({ uuid: root, host: 'cmp-1', vcpus: 16, memory_mb: 32768, local_gb: 200, vcpus_used: 0, hypervisor_type: 'fake', cpu_info: '{}' });
-    expect(c.names()).toEqual(['ping', 'Service.get_by_host_and_binary', 'Service.create', 'ComputeNode.get_by_host_and_nodename', 'ComputeNode.get_by_host_and_nodename', 'ComputeNode.create']);
+    expect(c.names()).toEqual(['ping', 'Service.get_minimum_version', 'Service.get_by_host_and_binary', 'Service.create', 'ComputeNode.get_by_host_and_nodename', 'ComputeNode.get_by_host_and_nodename', 'ComputeNode.create']);
   });
 
   test("adopts the uuid of the ComputeNode nova already has, and updates its capacity", async () => {
@@ -61,7 +61,7 @@ describe('nova service registration', () => {
 
 test('usage reports save what changed on the ComputeNode, and nothing when nothing changed', async () => {
   const c = new FakeConductor();
-  const s = new NovaService({ conductor: c, host: 'cmp-1', serviceVersion: 64, reportIntervalMs: 60_000, logger: silentLogger() });
+  const s = new NovaService({ conductor: c, host: 'cmp-1', serviceVersion: 'auto', hostIp: '192.0.2.10', reportIntervalMs: 60_000, logger: silentLogger() });
   await s.register();
   await s.registerNode(randomUUID(), FACTS);
   await s.reportUsage({ vcpus_used: 2, memory_mb_used: 2048, local_gb_used: 11, running_vms: 1 });
@@ -81,7 +81,7 @@ describe('compute flows in nova mode', () => {
     const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(mock.base) }));
     const peers = new InProcessPeers();
     const c = new FakeConductor();
-    const a = await makeHost('host-a', api, peers, silentLogger(), new NovaControlPlane({ conductor: c, host: 'host-a', logger: silentLogger() }));
+    const a = await makeHost('host-a', api, peers, silentLogger(), new NovaControlPlane({ conductor: c, host: 'host-a', myIp: '192.0.2.10', computeNodeId: () => 1, logger: silentLogger() }));
     return { c, api, mock, a, peers };
   }
 
@@ -103,6 +103,16 @@ describe('compute flows in nova mode', () => {
     expect(c.names((x) => x.what.startsWith('InstanceActionEvent') || x.kind === 'fanout')).toEqual(['InstanceActionEvent.event_start', 'update_instance_info', 'InstanceActionEvent.event_finish_with_failure']);
     // nova finds the instance action by the request's id: the request context goes to the conductor.
     expect(c.calls.every((x) => x.kind === 'ping' || x.ctx.request_id === 'req-nova-test')).toBe(true);
+  });
+
+  test('a scheduler fanout the broker refuses is logged; the ACTIVE save and the action event are still written', async () => {
+    const { c, api, a, peers } = await setup();
+    c.fanoutError = new Error("PRECONDITION_FAILED - inequivalent arg 'durable' for exchange 'scheduler_fanout'");
+    const uuid = randomUUID();
+    await api.putAllocations(uuid, { allocations: { [a.rootUuid]: { resources: { VCPU: 2, MEMORY_MB: 2048, DISK_GB: 11 } } }, project_id: 'p', user_id: 'u', consumer_generation: null });
+    await peers.call(a.name, 'build_and_run_instance', { instance: c.instance({ uuid, project_id: 'p', user_id: 'u', vm_state: 'building', task_state: 'scheduling', flavor: { ...FLAVOR } }) }, CTX);
+    expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'active' });
+    expect(c.names((x) => x.what.startsWith('InstanceActionEvent') || x.kind === 'fanout')).toEqual(['InstanceActionEvent.event_start', 'update_instance_info', 'InstanceActionEvent.event_finish_with_failure']);
   });
 
   test('a claim that does not match the flavor: ERROR in nova, the claim freed', async () => {
@@ -138,7 +148,7 @@ test('a step resumed after a restart (no objects from a request) reads the Insta
   const mig = randomUUID();
   c.instance({ uuid, vm_state: 'active', task_state: 'resize_finish', host: 'host-b' });
   c.migration({ uuid: mig, instance_uuid: uuid, status: 'post-migrating' });
-  const cp = new NovaControlPlane({ conductor: c, host: 'host-b', logger: silentLogger() });
+  const cp = new NovaControlPlane({ conductor: c, host: 'host-b', myIp: '192.0.2.11', computeNodeId: () => 2, logger: silentLogger() });
   const rec: InstanceRecord = {
     uuid, name: 'vm', host: 'host-b', vm_state: 'resized', task_state: null, power_state: 1, flavor: FLAVOR, project_id: 'p', user_id: 'u', allocations: {}, updated_at: '',
     migration: { uuid: mig, type: 'migration', status: 'finished', source_compute: 'host-a', dest_compute: 'host-b', role: 'dest' },
