@@ -5,11 +5,15 @@ import type { AgentConfig } from '../../config/schema';
 import { DEFAULT_NOAUTH_ENDPOINT, NoAuth, type AuthProvider } from './auth';
 import { PlacementClient } from './client';
 import { PlacementHttp, type PlacementObserver, type RequestCounter } from './http';
-import { KeystoneAuth } from './keystone';
+import { KeystoneAuth, type KeystoneOptions } from './keystone';
 
 export function authFromConfig(p: AgentConfig['placement']): AuthProvider {
   if (p.auth_type === 'noauth') return new NoAuth(p.endpoint_override ?? DEFAULT_NOAUTH_ENDPOINT);
-  return new KeystoneAuth({
+  return new KeystoneAuth(keystoneOptions(p));
+}
+
+function keystoneOptions(p: AgentConfig['placement']): KeystoneOptions {
+  return {
     authUrl: p.auth_url ?? '',
     method:
       p.auth_type === 'password'
@@ -27,6 +31,27 @@ export function authFromConfig(p: AgentConfig['placement']): AuthProvider {
     ...(p.region_name ? { regionName: p.region_name } : {}),
     timeoutMs: p.timeout * 1000,
     ...(p.cafile ? { cafile: p.cafile } : {}),
+  };
+}
+
+/**
+ * Keystone auth for Glance: `[placement]`'s credentials (the agent's service user), the `image`
+ * endpoint chosen by `[glance]`'s valid_interfaces, region_name and endpoint_override. Undefined
+ * with `auth_type = noauth`: a Glance without keystone is reached through `[glance] endpoint_override` alone.
+ */
+export function glanceAuthFromConfig(config: AgentConfig): KeystoneAuth | undefined {
+  const p = config.placement;
+  if (p.auth_type === 'noauth') return undefined;
+  const g = config.glance;
+  // Placement's endpoint_override and region_name are Placement's; Glance's come from [glance].
+  const { endpointOverride: _placementUrl, regionName: _placementRegion, ...credentials } = keystoneOptions(p);
+  return new KeystoneAuth({
+    ...credentials,
+    serviceType: 'image',
+    section: 'glance',
+    interfaces: g.valid_interfaces,
+    ...(g.endpoint_override ? { endpointOverride: g.endpoint_override } : {}),
+    ...(g.region_name ? { regionName: g.region_name } : {}),
   });
 }
 

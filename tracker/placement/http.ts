@@ -19,7 +19,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { NodeHttpTransport, TransportError, type HttpTransport } from './transport';
+import { isTlsFailure, NodeHttpTransport, TransportError, type HttpTransport } from './transport';
 import type { Clock } from '../../lib/clock';
 import { systemClock } from '../../lib/clock';
 import { backoffDelay, type BackoffPolicy } from '../../lib/backoff';
@@ -118,7 +118,6 @@ export interface PlacementObserver {
   conflict(kind: 'provider' | 'consumer'): void;
 }
 
-const TLS_FAILURE = /CERT|SELF_SIGNED|UNABLE_TO_|ERR_TLS|DEPTH_ZERO|HOSTNAME_MISMATCH|ERR_SSL/;
 const REFUSED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
 
 /** Sends requests to Placement. Safe for concurrent use; holds no state but the counter. */
@@ -194,7 +193,7 @@ export class PlacementHttp {
         const code = e instanceof TransportError ? e.code : '';
         this.counter.add(req.method, route, 'error');
         this.observer?.request(req.method, route, 'error', seconds());
-        const tls = TLS_FAILURE.test(code);
+        const tls = isTlsFailure(code);
         const reason = `${e instanceof Error ? e.message : String(e)}${tls ? ' (check [placement] cafile)' : ''}`;
         failure = new PlacementUnavailableError(`${req.method} ${base}${req.path}: ${reason}`, info, { cause: e });
         // A certificate that does not verify will not verify on the next try either.

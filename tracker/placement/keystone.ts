@@ -12,7 +12,7 @@
  * next request asks keystone again.
  */
 import { readFileSync } from 'node:fs';
-import { NodeHttpTransport, type HttpTransport } from './transport';
+import { isTlsFailure, NodeHttpTransport, TransportError, type HttpTransport } from './transport';
 import { systemClock, type Clock } from '../../lib/clock';
 import type { AuthProvider } from './auth';
 import { PlacementAuthError } from './errors';
@@ -34,6 +34,10 @@ export interface KeystoneOptions {
   readonly method: KeystoneMethod;
   readonly endpointOverride?: string;
   readonly interfaces?: readonly string[];
+  /** The catalog's service type to take the endpoint of (default `placement`; `image` for Glance). */
+  readonly serviceType?: string;
+  /** The config section whose endpoint_override, valid_interfaces and region_name the error about a missing endpoint names. */
+  readonly section?: string;
   readonly regionName?: string;
   readonly timeoutMs?: number;
   readonly cafile?: string;
@@ -76,9 +80,9 @@ export class KeystoneAuth implements AuthProvider {
     const t = await this.current();
     if (!t.endpoint) {
       throw new PlacementAuthError(
-        `keystone ${this.opts.authUrl}: the service catalog has no placement endpoint for interfaces ` +
+        `keystone ${this.opts.authUrl}: the service catalog has no ${this.opts.serviceType ?? 'placement'} endpoint for interfaces ` +
           `${(this.opts.interfaces ?? ['internal', 'public']).join(',')}${this.opts.regionName ? ` in region ${this.opts.regionName}` : ''}; ` +
-          'set [placement] endpoint_override or fix valid_interfaces/region_name',
+          `set [${this.opts.section ?? 'placement'}] endpoint_override or fix valid_interfaces/region_name`,
         { method: 'POST', path: '/v3/auth/tokens' },
       );
     }
@@ -126,11 +130,12 @@ export class KeystoneAuth implements AuthProvider {
         body: JSON.stringify(this.body()),
       });
     } catch (e) {
-      throw new PlacementAuthError(`keystone ${this.tokensUrl}: ${e instanceof Error ? e.message : String(e)}`, info, { cause: e });
+      const tls = e instanceof TransportError && isTlsFailure(e.code);
+      throw new PlacementAuthError(`keystone ${this.tokensUrl}: ${e instanceof Error ? e.message : String(e)}${tls ? ' (check [placement] cafile)' : ''}`, info, { cause: e });
     }
     const subject = res.headers['x-subject-token'] as unknown;
     if (res.status !== 201 || typeof subject !== 'string') {
-      throw new PlacementAuthError(`keystone ${this.tokensUrl}: authentication failed with status ${res.status}`, {
+      throw new PlacementAuthError(`keystone ${this.tokensUrl}: ${refusal(res.status, res.data, this.opts.method.kind)}`, {
         ...info,
         status: res.status,
       });
@@ -146,7 +151,7 @@ export class KeystoneAuth implements AuthProvider {
   }
 
   private pickEndpoint(catalog: readonly CatalogEntry[]): string | undefined {
-    const service = catalog.find((c) => c.type === 'placement');
+    const service = catalog.find((c) => c.type === (this.opts.serviceType ?? 'placement'));
     const region = this.opts.regionName;
     for (const iface of this.opts.interfaces ?? ['internal', 'public']) {
       const ep = (service?.endpoints ?? []).find((e) => e.interface === iface && (!region || e.region === region || e.region_id === region));
@@ -154,4 +159,30 @@ export class KeystoneAuth implements AuthProvider {
     }
     return undefined;
   }
+}
+
+/** Keystone's own words for a refused token request, if its body has them. */
+function keystoneMessage(data: unknown): string | undefined {
+  if (typeof data !== 'object' || data === null || !('error' in data)) return undefined;
+  const error = data.error;
+  if (typeof error !== 'object' || error === null || !('message' in error)) return undefined;
+  const message = error.message;
+  return typeof message === 'string' && message.trim() !== '' ? message.trim() : undefined;
+}
+
+/**
+ * Why a token request failed, and which options to check. Keystone answers 401 alike for a wrong
+ * secret, an unknown user and an expired or revoked application credential (404 for a deleted
+ * one), so the message names every option that could be the cause.
+ */
+function refusal(status: number, data: unknown, kind: KeystoneMethod['kind']): string {
+  const said = keystoneMessage(data);
+  const answer = `answered ${status}${said ? ` (${said})` : ''}`;
+  if (status === 401 || (status === 404 && kind === 'application_credential')) {
+    return kind === 'password'
+      ? `authentication refused, ${answer}; check [placement] username, password, user_domain_name, project_name and project_domain_name`
+      : `authentication refused, ${answer}; check [placement] application_credential_id and application_credential_secret (a deleted, expired or revoked application credential is refused the same way)`;
+  }
+  if (status === 403) return `authentication forbidden, ${answer}; the [placement] user may not have a role on the project`;
+  return `authentication failed, ${answer} to POST /v3/auth/tokens; check [placement] auth_url`;
 }

@@ -38,6 +38,13 @@ export interface HttpTransport {
 }
 
 /** No answer was had: refused, reset, timed out, TLS did not verify, body too large. */
+const TLS_FAILURE = /CERT|SELF_SIGNED|UNABLE_TO_|ERR_TLS|DEPTH_ZERO|HOSTNAME_MISMATCH|ERR_SSL/;
+
+/** Whether a transport error code is a certificate or TLS failure (a retry cannot fix it). */
+export function isTlsFailure(code: string): boolean {
+  return TLS_FAILURE.test(code);
+}
+
 export class TransportError extends Error {
   constructor(
     message: string,

@@ -36,11 +36,11 @@ describe('TLS to RabbitMQ', () => {
   let rabbit: PrivateRabbit;
 
   beforeAll(async () => {
-    rabbit = await startPrivateRabbit(
-      ({ tlsPort }) =>
+    rabbit = await startPrivateRabbit({
+      extra: ({ tlsPort }) =>
         `listeners.ssl.default = 127.0.0.1:${tlsPort}\nssl_options.cacertfile = ${ca.caFile}\nssl_options.certfile = ${server.cert}\n` +
         `ssl_options.keyfile = ${server.key}\nssl_options.verify = verify_peer\nssl_options.fail_if_no_peer_cert = true\n`,
-    );
+    });
   });
   afterAll(async () => {
     await rabbit?.stop();

@@ -96,12 +96,34 @@ describe('KeystoneAuth', () => {
     await expect(auth.endpoint()).rejects.toThrow(/no placement endpoint .* set \[placement\] endpoint_override/);
   });
 
-  test('refused credentials: PlacementAuthError with the status, no secret in the message', async () => {
-    nock(KS).post('/v3/auth/tokens').reply(401, { error: { code: 401 } });
+  test('refused credentials: PlacementAuthError with the status, keystone\'s words and the options to check, no secret', async () => {
+    nock(KS).post('/v3/auth/tokens').reply(401, { error: { code: 401, title: 'Unauthorized', message: 'The request you have made requires authentication.' } });
     const auth = new KeystoneAuth({ authUrl: KS, method: { kind: 'application_credential', id: 'a', secret: 'super-secret' } });
     const err = await auth.token().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PlacementAuthError);
-    expect((err as Error).message).toMatch(/authentication failed with status 401/);
+    expect((err as Error).message).toBe(
+      `keystone ${KS}/v3/auth/tokens: authentication refused, answered 401 (The request you have made requires authentication.); ` +
+        'check [placement] application_credential_id and application_credential_secret (a deleted, expired or revoked application credential is refused the same way)',
+    );
     expect((err as Error).message).not.toContain('super-secret');
+    nock(KS).post('/v3/auth/tokens').reply(401, { error: { code: 401 } });
+    const pw = new KeystoneAuth({ authUrl: KS, method: { kind: 'password', username: 'u', password: 'pw-secret', userDomainName: 'Default', projectName: 'p', projectDomainName: 'Default' } });
+    const pwErr = (await pw.token().catch((e: unknown) => e)) as Error;
+    expect(pwErr.message).toMatch(/authentication refused, answered 401; check \[placement\] username, password, user_domain_name/);
+    expect(pwErr.message).not.toContain('pw-secret');
+  });
+
+  test('a deleted application credential (keystone answers 404): refused, naming the credential options', async () => {
+    nock(KS).post('/v3/auth/tokens').reply(404, { error: { code: 404, title: 'Not Found', message: 'Could not find Application Credential: a.' } });
+    const auth = new KeystoneAuth({ authUrl: KS, method: { kind: 'application_credential', id: 'a', secret: 'b' } });
+    await expect(auth.token()).rejects.toThrow(
+      /authentication refused, answered 404 \(Could not find Application Credential: a\.\); check \[placement\] application_credential_id and application_credential_secret/,
+    );
+  });
+
+  test('a token URL that is not keystone\'s: the status and auth_url named', async () => {
+    nock(KS).post('/v3/auth/tokens').reply(404, 'Not Found');
+    const auth = new KeystoneAuth({ authUrl: KS, method: { kind: 'password', username: 'u', password: 'p', userDomainName: 'Default', projectName: 'p', projectDomainName: 'Default' } });
+    await expect(auth.token()).rejects.toThrow(/authentication failed, answered 404 to POST \/v3\/auth\/tokens; check \[placement\] auth_url/);
   });
 });
