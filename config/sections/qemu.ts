@@ -87,6 +87,13 @@ export const qemuSection = z.object({
     default: '60',
     expected: 'an integer >= 0 (seconds)',
   }),
+  wait_soft_reboot_seconds: option(int(0), {
+    help:
+      "Seconds a soft reboot waits for the guest to shut down after the ACPI power button before it is done hard " +
+      "(nova's [libvirt] wait_soft_reboot_seconds).",
+    default: '120',
+    expected: 'an integer >= 0 (seconds)',
+  }),
   destroy_timeout: option(float(0, true), {
     help: 'Seconds a VM being stopped hard gets to exit after QMP quit, and again after SIGTERM, before SIGKILL.',
     default: '10',

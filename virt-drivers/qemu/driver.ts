@@ -9,14 +9,15 @@
  *
  * It is: a map from the `VirtDriver` contract onto the operation modules (`lifecycle`,
  * `cold-migration`, `live-source`, `live-destination`, `recovery`). It is not: networking or
- * volumes (instances get no NIC and only their root disk), nor Glance (images are local files).
+ * volumes (instances get no NIC and only their root disk). Images are local files or Glance images
+ * in the host's image cache (`image-setup.ts`).
  */
 import type { Logger } from '../../lib/logging/logger';
 import type { ProviderTree } from '../../model/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
 import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type VirtDriver } from '../driver';
 import { DriverError, DriverInitError, InstanceNotFoundError, InstanceStateError } from '../errors';
-import { discoverHost } from '../host/discover';
+import { discoverHost, type HostFacts } from '../host/discover';
 import { applyPlan, RootProviderMissingError } from '../layout/apply';
 import { SpeedMemory } from '../layout/nic';
 import { layoutOptionsFromConfig, type LayoutOptions } from '../layout/options';
@@ -25,7 +26,8 @@ import type { DriverContext, Flavor, HostRef, InstanceInfo, InstanceRef, Instanc
 import * as cold from './cold-migration';
 import { notInitialised, type QemuFacts, type QemuHost } from './context';
 import { chooseAccel, probeQemu } from './host';
-import { Images } from './images';
+import type { GlanceApi } from '../glance/api';
+import { buildImages, CacheManager } from './image-setup';
 import { InstanceTable } from './instances';
 import * as life from './lifecycle';
 import * as liveDest from './live-destination';
@@ -46,6 +48,8 @@ export interface QemuDriverPorts {
   readonly processes?: VmProcesses;
   /** Whether /dev/kvm opens read-write (for `accel = auto | kvm`). */
   readonly kvmUsable?: () => Promise<boolean>;
+  /** Glance, in place of the client `[glance]` and the context's auth would make. */
+  readonly glance?: GlanceApi;
 }
 
 /**
@@ -65,7 +69,9 @@ export class QemuDriver implements VirtDriver {
   private readonly speeds = new SpeedMemory();
   private readonly host: QemuHost;
   private facts: QemuFacts | undefined;
+  private lastFacts: HostFacts | undefined;
   private recovered: readonly RecoveredInstance[] = [];
+  private readonly cacheManager: CacheManager | undefined;
 
   constructor(
     private readonly ctx: DriverContext,
@@ -76,12 +82,13 @@ export class QemuDriver implements VirtDriver {
     this.layout = layoutOptionsFromConfig(ctx.config, capabilityTraits(CAPABILITIES));
     const processes = ports.processes ?? new HostProcesses();
     const vmDeps = { processes, clock: ctx.clock, logger: this.log, opts: this.opts };
+    const { images, cache } = buildImages(this.opts, { exec: ctx.exec, clock: ctx.clock, log: this.log, ...(ports.glance ? { glance: ports.glance } : {}), ...(ctx.glanceAuth ? { glanceAuth: ctx.glanceAuth } : {}) });
     this.host = {
       opts: this.opts,
       log: this.log,
       clock: ctx.clock,
       exec: ctx.exec,
-      images: new Images({ qemuImg: this.opts.qemuImg, ...(this.opts.imagesPath ? { imagesPath: this.opts.imagesPath } : {}) }, ctx.exec),
+      images,
       processes,
       vmDeps,
       table: new InstanceTable(vmDeps),
@@ -90,6 +97,7 @@ export class QemuDriver implements VirtDriver {
         return this.facts;
       },
     };
+    this.cacheManager = cache && new CacheManager(cache, () => this.imagesInUse(), this.log);
   }
 
   /** Probes QEMU and the accelerator, then finds this host's instances, adopting running VMs. */
@@ -112,6 +120,7 @@ export class QemuDriver implements VirtDriver {
       throw new DriverInitError(`cannot read instances_path ${this.opts.instancesPath}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { cause: e });
     }
     await liveDest.sweepProbes(this.host);
+    if (this.cacheManager && this.opts.imageCache.intervalMs !== null) this.cacheManager.start(this.opts.imageCache.intervalMs);
     const count = (o: RecoveredInstance['outcome']): number => this.recovered.filter((r) => r.outcome === o).length;
     this.log.info(
       { host, qemu: version.text, accel: accel.accel, accel_reason: accel.reason, instances_path: this.opts.instancesPath, adopted: count('adopted'), died: count('died'), stopped: count('stopped'), unreadable: count('unreadable') },
@@ -121,12 +130,35 @@ export class QemuDriver implements VirtDriver {
 
   /** Lets go of the VMs (closes QMP connections); they keep running for the next agent to adopt. */
   async cleanupHost(_host: string): Promise<void> {
+    this.cacheManager?.stop();
     this.host.table.detachAll();
+  }
+
+  /** One pass of the image cache manager now (removes unused cached images); nothing without Glance. */
+  async pruneImageCache(): Promise<void> {
+    await this.cacheManager?.runOnce();
+  }
+
+  /** The cached images the instances of this host (and their cold-migration copies) sit on. */
+  private imagesInUse(): ReadonlySet<string> {
+    const { active, resized } = this.host.table;
+    return new Set([...active.values(), ...resized.values()].flatMap((m) => (m.rec.image ? [m.rec.image.path] : [])));
   }
 
   /** What `init` found in instances_path, for the compute manager to reconcile with its journal. */
   recoveryReport(): readonly RecoveredInstance[] {
     return this.recovered;
+  }
+
+  /** QEMU's version in libvirt's integer form (7.2.0: 7002000), as nova's libvirt driver reports it; 0 before init. */
+  hypervisorVersion(): number {
+    const v = this.facts?.version;
+    return v ? v.major * 1_000_000 + v.minor * 1_000 + v.micro : 0;
+  }
+
+  /** The facts behind the last tree. */
+  lastHostFacts(): HostFacts | undefined {
+    return this.lastFacts;
   }
 
   /** The accelerator and QEMU version `init` found. @throws DriverError before init */
@@ -154,6 +186,7 @@ export class QemuDriver implements VirtDriver {
       commandTimeoutMs: c.probe_command_timeout * 1000,
       disabled: c.disabled_host_probes,
     });
+    this.lastFacts = facts;
     const plan = planHost({ nodename, facts, options: this.layout, tree, speeds: this.speeds });
     for (const note of plan.notes) this.log.warn(note);
     // Instances hold no devices (no GPU or NIC passthrough yet): nothing to locate on children.
@@ -209,6 +242,10 @@ export class QemuDriver implements VirtDriver {
 
   async reboot(instance: InstanceRef, type: 'soft' | 'hard'): Promise<void> {
     return life.reboot(this.host, instance, type);
+  }
+
+  async getConsoleOutput(instance: InstanceRef): Promise<Buffer> {
+    return life.consoleOutput(this.host, instance);
   }
 
   async migrateDiskAndPowerOff(instance: InstanceRef, migration: MigrationRef, flavor: Flavor): Promise<MigrateDiskResult> {

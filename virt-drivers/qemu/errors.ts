@@ -76,6 +76,35 @@ export class ImageError extends DriverError {
   }
 }
 
+/**
+ * The data Glance served does not match the image's record: its `os_hash_value` (or md5
+ * `checksum`). The full values are properties; the message shortens them to 16 hex digits so a
+ * fault (nova keeps 255 characters of its message) still names both.
+ */
+export class ImageChecksumError extends ImageError {
+  constructor(
+    imageRef: string,
+    readonly algorithm: string,
+    readonly expected: string,
+    readonly actual: string,
+  ) {
+    super(imageRef, `checksum mismatch (${algorithm} expected ${short(expected)}, got ${short(actual)})`);
+    this.name = 'ImageChecksumError';
+  }
+}
+
+/** The image could not be had from Glance: missing, no data, Glance down, or the download broke. */
+export class ImageDownloadError extends ImageError {
+  constructor(imageRef: string, reason: string, options?: { cause?: unknown }) {
+    super(imageRef, reason, options);
+    this.name = 'ImageDownloadError';
+  }
+}
+
+function short(hex: string): string {
+  return hex.length > 16 ? `${hex.slice(0, 16)}...` : hex;
+}
+
 /** An instance's files on disk cannot be read or written. */
 export class InstanceFilesError extends DriverError {
   constructor(readonly instance: string, reason: string, options?: { cause?: unknown }) {

@@ -2,20 +2,24 @@
  * Images and disks: resolving an instance's `image_ref` to a local file, and the qemu-img calls
  * that make, move and grow an instance's qcow2 overlay.
  *
- * `image_ref` is an absolute path to a raw or qcow2 file, or a plain file name under
- * `[qemu] images_path` (there is no Glance download here; a deployment places images on each
- * host, as nova's `_base` cache would hold them). Every instance disk is a qcow2 overlay whose
+ * `image_ref` is a Glance image id (a UUID) when Glance is configured (`[glance]`): the image comes
+ * from the host's image cache (`image-cache.ts`), which downloads it once. Otherwise it is an
+ * absolute path to a raw or qcow2 file, or a plain file name under `[qemu] images_path`, placed on
+ * the host by the deployment. Every instance disk is a qcow2 overlay whose
  * backing file is the image, created with an explicit backing format (`-F`), which qemu-img
  * requires and which keeps QEMU from probing the format of the image at every start.
  *
- * It is: a thin layer over qemu-img through the `Exec` port, with deadlines. It is not: an image
- * cache or a format converter. Image formats are probed once, by `qemu-img info`, on files the
- * operator placed; only raw and qcow2 are accepted.
+ * It is: a thin layer over qemu-img through the `Exec` port, with deadlines. It is not: the image
+ * cache, nor a format converter. Local files' formats are probed by `qemu-img info`; a Glance
+ * image's format is Glance's `disk_format`, which the probe of the downloaded file must confirm
+ * (a raw image whose data looks like qcow2 is refused, as is a qcow2 with a backing file). Only
+ * raw and qcow2 are accepted.
  */
 import { stat } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import { CommandError, type Exec } from '../host/exec';
 import { ImageError, InstanceFilesError } from './errors';
+import type { ImageCache } from './image-cache';
 
 /** An image found on this host, with the format qemu-img probed. */
 export interface ResolvedImage {
@@ -34,6 +38,7 @@ export interface DiskInfo {
 const GIB = 1024 * 1024 * 1024;
 const TIMEOUT_MS = 120_000;
 const PLAIN_NAME = /^[A-Za-z0-9][A-Za-z0-9._+-]*$/;
+const GLANCE_ID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 /**
  * qemu-img operations for one driver. Stateless; safe for concurrent use. Every method throws
@@ -43,26 +48,50 @@ export class Images {
   constructor(
     private readonly opts: { readonly qemuImg: string; readonly imagesPath?: string },
     private readonly exec: Exec,
+    private readonly cache?: ImageCache,
   ) {}
 
-  /** The local file `imageRef` names, with its format and size. @throws ImageError */
+  /**
+   * The local file `imageRef` names (a Glance image id: its file in the image cache, downloaded
+   * if need be), with its format and size. @throws ImageError (and its ImageChecksumError, ImageDownloadError)
+   */
   async resolve(imageRef: string): Promise<ResolvedImage> {
+    if (this.cache && GLANCE_ID.test(imageRef)) {
+      const cached = await this.cache.fetch(imageRef);
+      const info = await this.info(cached.path).catch((e: unknown) => {
+        throw new ImageError(imageRef, (e as Error).message, { cause: e });
+      });
+      return { path: cached.path, format: cached.format, virtualSize: info.virtualSize };
+    }
     let path: string;
     if (isAbsolute(imageRef)) path = imageRef;
-    else if (!this.opts.imagesPath) throw new ImageError(imageRef, 'not an absolute path, and [qemu] images_path is not set');
+    else if (!this.opts.imagesPath) throw new ImageError(imageRef, `not an absolute path, and [qemu] images_path is not set${this.glanceHint(imageRef)}`);
     else if (!PLAIN_NAME.test(imageRef)) throw new ImageError(imageRef, 'not a file name under [qemu] images_path (letters, digits, . _ + -)');
     else path = join(this.opts.imagesPath, imageRef);
     try {
       if (!(await stat(path)).isFile()) throw new ImageError(imageRef, `${path} is not a regular file`);
     } catch (e) {
       if (e instanceof ImageError) throw e;
-      throw new ImageError(imageRef, `${path} cannot be read (${(e as NodeJS.ErrnoException).code ?? String(e)})`, { cause: e });
+      throw new ImageError(imageRef, `${path} cannot be read (${(e as NodeJS.ErrnoException).code ?? String(e)})${this.glanceHint(imageRef)}`, { cause: e });
     }
     const info = await this.info(path).catch((e: unknown) => {
       throw new ImageError(imageRef, (e as Error).message, { cause: e });
     });
     if (info.format !== 'raw' && info.format !== 'qcow2') throw new ImageError(imageRef, `format ${info.format} is not supported (raw or qcow2)`);
     return { path, format: info.format, virtualSize: info.virtualSize };
+  }
+
+  /**
+   * Checks a file downloaded from Glance before it enters the cache: qemu-img must see the format
+   * Glance declared, and a qcow2 must not name a backing file (it would read another file of the host).
+   * @throws ImageError
+   */
+  async checkDownloaded(imageRef: string, path: string, format: 'raw' | 'qcow2'): Promise<void> {
+    const info = await this.info(path).catch((e: unknown) => {
+      throw new ImageError(imageRef, (e as Error).message, { cause: e });
+    });
+    if (info.format !== format) throw new ImageError(imageRef, `Glance says disk_format ${format}, but the data is ${info.format}`);
+    if (info.backingFile !== undefined) throw new ImageError(imageRef, `the qcow2 image names a backing file (${info.backingFile}); refused`);
   }
 
   /** `qemu-img info` of a file, shared-locked so it works on a disk in use. @throws InstanceFilesError */
@@ -105,6 +134,11 @@ export class Images {
     if (rootGb <= 0) return;
     const info = await this.info(disk);
     if (info.virtualSize < rootGb * GIB) await this.run(disk, ['resize', '-q', '-f', 'qcow2', disk, String(rootGb * GIB)]);
+  }
+
+  /** For a Glance image id on a host without Glance: what to set. */
+  private glanceHint(imageRef: string): string {
+    return GLANCE_ID.test(imageRef) ? '; Glance is not configured: set [glance] endpoint_override, or keystone auth in [placement]' : '';
   }
 
   private overlaySize(image: ResolvedImage, rootGb: number): number | undefined {

@@ -2,12 +2,14 @@
  * Spawn, destroy, power on/off and reboot of QEMU instances, following nova's libvirt driver:
  * a clean power off presses the ACPI button and waits `shutdown_timeout` before stopping hard;
  * destroy stops hard at once; a soft reboot is a clean power off and a start (falling back to
- * hard when the guest ignores ACPI); a hard reboot is a new QEMU process from the record.
+ * hard when the guest ignores ACPI for `wait_soft_reboot_seconds`); a hard reboot is a new QEMU process from the record.
  *
- * Every operation holds the instance's lock. A failed spawn leaves nothing: the process is
+ * The console output is the serial port's log (`console.log`), its last `CONSOLE_MAX_BYTES`.
+ *
+ * Every operation that changes an instance holds the instance's lock. A failed spawn leaves nothing: the process is
  * stopped and the directory removed.
  */
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, open, rm } from 'node:fs/promises';
 import { InstanceExistsError, InstanceNotFoundError, InstanceStateError } from '../errors';
 import type { PowerOffOptions } from '../driver';
 import type { InstanceRef, InstanceSpec } from '../types';
@@ -119,7 +121,7 @@ export async function powerOff(host: QemuHost, ref: InstanceRef, opts: PowerOffO
   });
 }
 
-/** Restarts an instance: soft is a clean power off and a start, hard a new process. @throws InstanceNotFoundError, InstanceStateError, VmStartError */
+/** Restarts an instance: soft is a clean power off (within wait_soft_reboot_seconds, else hard) and a start, hard a new process. @throws InstanceNotFoundError, InstanceStateError, VmStartError */
 export async function reboot(host: QemuHost, ref: InstanceRef, type: 'soft' | 'hard'): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const m = settledInstance(host, ref, `${type} reboot`);
@@ -127,9 +129,33 @@ export async function reboot(host: QemuHost, ref: InstanceRef, type: 'soft' | 'h
       const state = await host.table.powerState(m);
       if (state !== 'RUNNING') throw new InstanceStateError(ref.uuid, state, 'soft reboot');
     }
-    const how = await host.table.stop(m, type === 'soft' ? host.opts.shutdownTimeoutMs : 0);
-    if (type === 'soft' && how === 'hard') host.log.warn({ instance: ref.uuid }, 'the guest did not shut down within shutdown_timeout; soft reboot done hard');
+    const how = await host.table.stop(m, type === 'soft' ? host.opts.softRebootTimeoutMs : 0);
+    if (type === 'soft' && how === 'hard') host.log.warn({ instance: ref.uuid }, 'the guest did not shut down within wait_soft_reboot_seconds; soft reboot done hard');
     await host.table.start(m);
     await host.table.save(m, { power: 'running' });
   });
+}
+
+/** The most of the console log returned (nova libvirt's `MAX_CONSOLE_BYTES`). */
+export const CONSOLE_MAX_BYTES = 100 * 1024;
+
+/** The end of the instance's serial console log (empty before the guest wrote anything). @throws InstanceNotFoundError */
+export async function consoleOutput(host: QemuHost, ref: InstanceRef): Promise<Buffer> {
+  const m = activeInstance(host, ref);
+  let f;
+  try {
+    f = await open(m.paths.console, 'r');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return Buffer.alloc(0);
+    throw e;
+  }
+  try {
+    const { size } = await f.stat();
+    const length = Math.min(size, CONSOLE_MAX_BYTES);
+    const buf = Buffer.alloc(length);
+    const { bytesRead } = await f.read(buf, 0, length, size - length);
+    return buf.subarray(0, bytesRead);
+  } finally {
+    await f.close();
+  }
 }

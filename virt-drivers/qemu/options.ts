@@ -5,6 +5,7 @@
  * It is: a pure translation; every default lives in `config/sections/qemu.ts`. It is not:
  * re-read on SIGHUP (a changed option applies to the next driver instance).
  */
+import { join } from 'node:path';
 import type { AgentConfig } from '../../config/schema';
 
 /** The driver's options, in milliseconds and bytes. */
@@ -19,6 +20,8 @@ export interface QemuOptions {
   readonly imagesPath?: string;
   readonly sandbox: boolean;
   readonly shutdownTimeoutMs: number;
+  /** How long a soft reboot waits for the guest's clean shutdown before it is done hard. */
+  readonly softRebootTimeoutMs: number;
   readonly destroyTimeoutMs: number;
   readonly startTimeoutMs: number;
   readonly qmpTimeoutMs: number;
@@ -36,6 +39,10 @@ export interface QemuOptions {
   readonly migrationPollMs: number;
   /** How often progress is logged while a live migration runs (ms). */
   readonly migrationLogEveryMs: number;
+  /** `[glance]`: a fixed endpoint (else the keystone catalog's, when the agent has keystone auth). */
+  readonly glance: { readonly endpointOverride?: string; readonly numRetries: number; readonly timeoutMs: number };
+  /** `[image_cache]`: where Glance images are kept, and when unused ones go (intervalMs null: never). */
+  readonly imageCache: { readonly dir: string; readonly intervalMs: number | null; readonly minAgeMs: number };
 }
 
 /** Longest unix socket path Linux accepts (sun_path is 108 bytes with the NUL). */
@@ -44,6 +51,7 @@ export const MAX_SOCKET_PATH = 107;
 /** Reads the options out of a validated configuration. */
 export function qemuOptionsFromConfig(config: AgentConfig): QemuOptions {
   const q = config.qemu;
+  const ic = config.image_cache;
   return {
     host: config.DEFAULT.host,
     instancesPath: config.DEFAULT.instances_path,
@@ -55,6 +63,7 @@ export function qemuOptionsFromConfig(config: AgentConfig): QemuOptions {
     ...(q.images_path === undefined ? {} : { imagesPath: q.images_path }),
     sandbox: q.sandbox,
     shutdownTimeoutMs: q.shutdown_timeout * 1000,
+    softRebootTimeoutMs: q.wait_soft_reboot_seconds * 1000,
     destroyTimeoutMs: q.destroy_timeout * 1000,
     startTimeoutMs: q.start_timeout * 1000,
     qmpTimeoutMs: q.qmp_command_timeout * 1000,
@@ -68,5 +77,16 @@ export function qemuOptionsFromConfig(config: AgentConfig): QemuOptions {
     coldTransport: q.cold_migration_transport,
     migrationPollMs: 50,
     migrationLogEveryMs: 1000,
+    glance: {
+      ...(config.glance.endpoint_override === undefined ? {} : { endpointOverride: config.glance.endpoint_override }),
+      numRetries: config.glance.num_retries,
+      timeoutMs: config.glance.timeout * 1000,
+    },
+    imageCache: {
+      dir: join(config.DEFAULT.instances_path, ic.subdirectory_name),
+      // nova: 0 runs at the default periodic interval (60 s), -1 never.
+      intervalMs: !ic.remove_unused_base_images || ic.manager_interval < 0 ? null : (ic.manager_interval || 60) * 1000,
+      minAgeMs: ic.remove_unused_original_minimum_age_seconds * 1000,
+    },
   };
 }

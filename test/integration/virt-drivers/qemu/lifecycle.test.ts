@@ -62,7 +62,7 @@ describeWithQemu('qemu driver: instance lifecycle', () => {
     console.log(`spawn to QMP running: ${spawnMs} ms`);
   });
 
-  test('power off (ACPI ignored, hard after shutdown_timeout), power on, hard and soft reboot', async () => {
+  test('power off (ACPI ignored, hard after shutdown_timeout), power on, hard and soft reboot, the console output', async () => {
     const uuid = UUID[1];
     await a.driver.spawn(instanceSpec(uuid, { image: 'tick.img' }));
     await waitTick(consolePath(a, uuid), 1);
@@ -80,6 +80,10 @@ describeWithQemu('qemu driver: instance lifecycle', () => {
     expect(pid2).not.toBe(pid1);
     // The console log is appended to across restarts: the guest booted again and counts from 0.
     await waitFor('a second boot in the console log', () => (readFileSync(consolePath(a, uuid), 'utf8').match(/tick 0000/g) ?? []).length === 2);
+    // The driver's console output is that log as written so far (the guest keeps appending).
+    const log = await a.driver.getConsoleOutput({ uuid, name: '' });
+    expect(readFileSync(consolePath(a, uuid)).subarray(0, log.length).equals(log)).toBe(true);
+    expect(log.toString('latin1').match(/tick 0000/g)).toHaveLength(2);
 
     await a.driver.reboot({ uuid, name: '' }, 'hard');
     const pid3 = qemuPid(a, uuid);

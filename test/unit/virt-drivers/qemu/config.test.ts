@@ -1,19 +1,8 @@
-import { ConfigError, loadConfig } from '../../../../config/loader';
 import { qemuOptionsFromConfig } from '../../../../virt-drivers/qemu/options';
+import { configFromEnv, configProblems } from '../../../helpers/config';
 
-function load(env: Record<string, string>) {
-  return loadConfig({ files: [], env, defaultFile: '/nonexistent/compute-agent.conf' }).config;
-}
-
-function problems(env: Record<string, string>): string[] {
-  try {
-    load(env);
-  } catch (e) {
-    if (e instanceof ConfigError) return e.problems.map((p) => p.message);
-    throw e;
-  }
-  throw new Error('expected a ConfigError');
-}
+const load = configFromEnv;
+const problems = (env: Record<string, string>): string[] => configProblems(() => load(env));
 
 describe('[qemu] options', () => {
   test('defaults: auto accel, q35, loopback migration on libvirt\'s port range, nova\'s timeouts', () => {
@@ -26,6 +15,7 @@ describe('[qemu] options', () => {
       cpuModel: 'max',
       sandbox: true,
       shutdownTimeoutMs: 60_000,
+      softRebootTimeoutMs: 120_000,
       destroyTimeoutMs: 10_000,
       migrationListenAddress: '127.0.0.1',
       migrationPorts: { min: 49152, max: 49215 },

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { FakeExec } from '../../../helpers/fake-exec';
 import { ImageError, InstanceFilesError } from '../../../../virt-drivers/qemu/errors';
 import { Images } from '../../../../virt-drivers/qemu/images';
+import type { ImageCache } from '../../../../virt-drivers/qemu/image-cache';
 
 const GIB = 1024 ** 3;
 
@@ -51,5 +52,35 @@ describe('images', () => {
     await im.growTo('/i/disk.qcow2', 1);
     await im.growTo('/i/disk.qcow2', 0);
     expect(exec.calls.filter((c) => c.args[0] === 'resize')).toHaveLength(1);
+  });
+
+  test('a Glance image id comes from the cache when Glance is configured; other refs stay local files', async () => {
+    const id = '11111111-2222-3333-4444-555555555555';
+    const cached = join(dir, `${id}.qcow2`);
+    const fetched: string[] = [];
+    const cache = { fetch: async (ref: string) => (fetched.push(ref), { id: ref, path: cached, format: 'qcow2' as const }) } as unknown as ImageCache;
+    const exec = new FakeExec(Object.fromEntries([info(cached, { format: 'qcow2', 'virtual-size': 5 * GIB }), info(raw, { format: 'raw', 'virtual-size': 1048576 })]));
+    const im = new Images({ qemuImg: 'qemu-img', imagesPath: dir }, exec, cache);
+    expect(await im.resolve(id)).toEqual({ path: cached, format: 'qcow2', virtualSize: 5 * GIB });
+    expect(await im.resolve('tick.img')).toEqual({ path: raw, format: 'raw', virtualSize: 1048576 });
+    expect(fetched).toEqual([id]);
+    // Without a cache a UUID is a file name under images_path, as before.
+    await expect(new Images({ qemuImg: 'qemu-img', imagesPath: dir }, exec).resolve(id)).rejects.toThrow(
+      /cannot be read \(ENOENT\); Glance is not configured: set \[glance\] endpoint_override, or keystone auth in \[placement\]$/,
+    );
+  });
+
+  test('a download must be the format Glance declared, and a qcow2 may not name a backing file', async () => {
+    const exec = new FakeExec(
+      Object.fromEntries([
+        info('/c/.a.part', { format: 'raw', 'virtual-size': 1 }),
+        info('/c/.b.part', { format: 'qcow2', 'virtual-size': 1 }),
+        info('/c/.c.part', { format: 'qcow2', 'virtual-size': 1, 'backing-filename': '/etc/shadow' }),
+      ]),
+    );
+    const im = new Images({ qemuImg: 'qemu-img' }, exec);
+    await expect(im.checkDownloaded('a', '/c/.a.part', 'raw')).resolves.toBeUndefined();
+    await expect(im.checkDownloaded('b', '/c/.b.part', 'raw')).rejects.toThrow('image "b": Glance says disk_format raw, but the data is qcow2');
+    await expect(im.checkDownloaded('c', '/c/.c.part', 'qcow2')).rejects.toThrow('image "c": the qcow2 image names a backing file (/etc/shadow); refused');
   });
 });
