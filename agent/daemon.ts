@@ -17,9 +17,10 @@
  *
  * Not here: argument parsing and exit codes (`cli/`).
  */
+import { randomUUID } from 'node:crypto';
 import type { AgentConfig } from '../config/schema';
 import type { PlacementClient } from '../tracker/placement/client';
-import { PlacementUnavailableError } from '../tracker/placement/errors';
+import { PlacementAuthError, PlacementUnavailableError } from '../tracker/placement/errors';
 import { formatMicroversion } from '../tracker/placement/version';
 import { auditInterval } from '../tracker/schedule';
 import type { VirtDriver } from '../virt-drivers/driver';
@@ -76,6 +77,7 @@ export class Daemon {
   private nova: NovaParts | undefined;
   private ops: OpsServer | undefined;
   private watchdog: WatchdogLoop | undefined;
+  private powerSync: ReturnType<typeof setInterval> | undefined;
   private readonly notifier: ServiceNotifier;
   private readonly clock: Clock;
   private readonly stopping = new AbortController();
@@ -95,10 +97,15 @@ export class Daemon {
   async start(): Promise<void> {
     const { config, logger, placement } = this.deps;
     const host = config.DEFAULT.host;
-    const endpoint = await this.retry('placement', async () => {
-      const v = await placement.assertUsable();
-      return { endpoint: await placement.http.endpoint(), max: formatMicroversion(v.max) };
-    });
+    // Refused credentials are not an outage: waiting does not make keystone accept them.
+    const endpoint = await this.retry(
+      'placement',
+      async () => {
+        const v = await placement.assertUsable();
+        return { endpoint: await placement.http.endpoint(), max: formatMicroversion(v.max) };
+      },
+      (e) => !(e instanceof PlacementAuthError),
+    );
     logger.info({ endpoint: endpoint.endpoint, max_version: endpoint.max }, 'placement reachable');
 
     const driver = createDriver({ config, logger, clock: this.clock });
@@ -136,7 +143,7 @@ export class Daemon {
     const first = await this.retry('first Placement sync', () => parts.tracker.updateFromDriver(), unreachable);
     logger.info({ root_provider: parts.rootUuid, ...first.stats, created: first.created.length }, 'Placement synced');
     const nova = this.nova;
-    if (nova) await this.step('nova compute node registration', () => nova.service.registerNode(parts.rootUuid, computeNodeFacts(config, parts.tracker)));
+    if (nova) await this.step('nova compute node registration', () => nova.service.registerNode(parts.rootUuid, computeNodeFacts(config, parts.tracker, driver)));
 
     const manager = new ComputeManager({
       host,
@@ -166,10 +173,25 @@ export class Daemon {
 
     const every = auditInterval(config.DEFAULT.update_resources_interval);
     if (every !== undefined) parts.auditor.start(every, host);
+    this.startPowerSync(manager, config.DEFAULT.sync_power_state_interval);
     await this.startOps();
     const summary = `${host}: ${parts.tracker.view.size} providers in Placement, consuming compute.${host}`;
     await this.notifier.ready(summary);
     logger.info({ driver: config.DEFAULT.compute_driver, instances: manager.instances().length }, 'compute-agent up');
+  }
+
+  /** nova's `_sync_power_states` every `seconds` (0: 60; negative: never), one pass at a time. */
+  private startPowerSync(manager: ComputeManager, seconds: number): void {
+    if (seconds < 0) return;
+    let running = false;
+    this.powerSync = setInterval(() => {
+      if (running) return;
+      running = true;
+      void manager.power.syncPowerStates({ request_id: `req-${randomUUID()}` }).finally(() => {
+        running = false;
+      });
+    }, (seconds || 60) * 1000);
+    this.powerSync.unref();
   }
 
   private async startOps(): Promise<void> {
@@ -225,6 +247,7 @@ export class Daemon {
     logger.info({ reason }, 'compute-agent stopping');
     await this.notifier.stopping(`stopping: ${reason}`);
     this.watchdog?.stop();
+    clearInterval(this.powerSync);
     this.nova?.service.stopHeartbeat();
     const rpc = this.rpc;
     this.rpc = undefined;

@@ -38,13 +38,13 @@ function hasFacts(d: VirtDriver): d is VirtDriver & FactsSource {
 
 /**
  * Runs one pass.
- * @throws ComputeIdError, UnknownDriverError, DriverInitError, and whatever the driver throws
+ * @throws ComputeIdError, DriverNotChosenError, UnknownDriverError, DriverInitError, and whatever the driver throws
  */
 export async function discoverOnce(opts: DiscoverOnceOptions): Promise<DiscoverOnceResult> {
   const { config } = opts;
   const host = config.DEFAULT.host;
-  const rootUuid = opts.rootUuid ?? (await loadOrCreateComputeId(config.DEFAULT.state_path));
   const driver = createDriver(opts);
+  const rootUuid = opts.rootUuid ?? (await loadOrCreateComputeId(config.DEFAULT.state_path));
   await driver.init(host);
   try {
     const tree = new ProviderTree();

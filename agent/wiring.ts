@@ -5,13 +5,16 @@
  */
 import type { AgentConfig } from '../config/schema';
 import type { PlacementApi } from '../tracker/placement/api';
+import { glanceAuthFromConfig } from '../tracker/placement/factory';
 import { Auditor, type AuditDeps } from '../tracker/audit';
 import { loadOrCreateComputeId } from '../tracker/identity';
 import { initialRatiosFrom, ResourceTracker } from '../tracker/tracker';
 import type { VirtDriver } from '../virt-drivers/driver';
+import type { GlanceAuth } from '../virt-drivers/glance/api';
 import { ProcessExec, type Exec } from '../virt-drivers/host/exec';
 import { RootedHostFs, type HostFs } from '../virt-drivers/host/host-fs';
 import { builtinDrivers, type DriverRegistry } from '../virt-drivers/registry';
+import { DriverNotChosenError, UnknownDriverError } from '../virt-drivers/errors';
 import type { Logger } from '../lib/logging/logger';
 import { systemClock, type Clock } from '../lib/clock';
 
@@ -24,7 +27,19 @@ export interface DriverDeps {
   readonly registry?: DriverRegistry;
 }
 
-/** A new, uninitialised driver named by `[DEFAULT] compute_driver`. @throws UnknownDriverError */
+/**
+ * Why the configuration names no usable driver (`[DEFAULT] compute_driver` unset or unknown), as
+ * the one line to show; undefined when it names a registered driver. Checked before anything
+ * else starts, so `run` without a driver fails at once instead of after reaching Placement.
+ */
+export function driverChoiceProblem(config: AgentConfig, registry: DriverRegistry = builtinDrivers()): string | undefined {
+  const name = config.DEFAULT.compute_driver;
+  if (name === undefined) return new DriverNotChosenError(registry.names()).message;
+  if (!registry.names().includes(name)) return new UnknownDriverError(name, registry.names()).message;
+  return undefined;
+}
+
+/** A new, uninitialised driver named by `[DEFAULT] compute_driver`. @throws DriverNotChosenError, UnknownDriverError */
 export function createDriver(d: DriverDeps): VirtDriver {
   return (d.registry ?? builtinDrivers()).create(d.config.DEFAULT.compute_driver, {
     config: d.config,
@@ -32,7 +47,14 @@ export function createDriver(d: DriverDeps): VirtDriver {
     clock: d.clock ?? systemClock,
     exec: d.exec ?? new ProcessExec(),
     fs: d.fs ?? new RootedHostFs('/'),
+    ...withGlanceAuth(d.config),
   });
+}
+
+/** The agent's keystone auth for Glance, when it has keystone auth (see glanceAuthFromConfig). */
+function withGlanceAuth(config: AgentConfig): { glanceAuth?: GlanceAuth } {
+  const auth = glanceAuthFromConfig(config);
+  return auth ? { glanceAuth: auth } : {};
 }
 
 export interface TrackerParts {

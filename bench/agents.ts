@@ -42,7 +42,7 @@ export function agentSpec(host: string, exchange: string, ends: AgentEndpoints, 
   const file = join(dir, 'agent.conf');
   writeFileSync(
     file,
-    `[DEFAULT]\nhost = ${host}\nstate_path = ${join(dir, 'state')}\ntransport_url = ${ends.transportUrl}\ncontrol_exchange = ${exchange}\n` +
+    `[DEFAULT]\nhost = ${host}\ncompute_driver = fake\nstate_path = ${join(dir, 'state')}\ntransport_url = ${ends.transportUrl}\ncontrol_exchange = ${exchange}\n` +
       `update_resources_interval = -1\ngraceful_shutdown_timeout = 10\n` +
       `[placement]\nendpoint_override = ${ends.placementUrl}\n[metrics]\nlisten =\n` +
       `[fake]\nhost_file = ${hostFile}\ninstances_file = ${join(dir, 'state', 'fake-instances.json')}\n${extra}`,

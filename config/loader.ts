@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { IniParseError, parseIni } from './ini';
 import { configSchema, SECTION_NAMES, type AgentConfig, type SectionName } from './schema';
+import { rabbitContradictions } from './sections/rabbit';
 import { maskTransportUrl } from './transport-url';
 import { optionMeta, type OptionMeta } from './types';
 
@@ -211,6 +212,7 @@ function crossChecks(config: AgentConfig, problems: ConfigProblem[]): void {
       message: 'oslo_messaging_rabbit.ssl_cert_file and ssl_key_file: set both or neither',
     });
   }
+  for (const message of rabbitContradictions(r)) problems.push({ key: 'oslo_messaging_rabbit', message });
 }
 
 /**

@@ -11,6 +11,7 @@
 import { z } from 'zod';
 import { defaultSection } from './sections/default';
 import { fakeSection } from './sections/fake';
+import { glanceSection, imageCacheSection } from './sections/glance';
 import { computeSection, devicesSection, networkSection } from './sections/inventory';
 import { metricsSection } from './sections/metrics';
 import { placementSection } from './sections/placement';
@@ -27,6 +28,8 @@ export const configSchema = z.object({
   network: networkSection,
   fake: fakeSection,
   qemu: qemuSection,
+  glance: glanceSection,
+  image_cache: imageCacheSection,
   oslo_messaging_rabbit: rabbitSection,
   metrics: metricsSection,
 });

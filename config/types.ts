@@ -6,6 +6,7 @@
  * name, the (masked) value and the expected form from the option's metadata, so every error line
  * reads `section.key = value: reason; expected form`.
  */
+import { isIP } from 'node:net';
 import { z } from 'zod';
 
 /** Metadata kept beside each option's schema: what the example file and error messages show. */
@@ -151,6 +152,23 @@ export const hostName = (): z.ZodType<string, string> =>
   z.string().transform((raw, ctx) => {
     const v = raw.trim();
     return /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(v) && v.length <= 255 ? v : fail(ctx, 'not a valid host name');
+  });
+
+/** An IPv4 or IPv6 address (oslo's IPOpt), e.g. nova's `my_ip`. */
+export const ipAddress = (): z.ZodType<string, string> =>
+  z.string().transform((raw, ctx) => {
+    const v = raw.trim();
+    return isIP(v) === 0 ? fail(ctx, 'not an IP address') : v;
+  });
+
+/** `auto`, or one of the nova-compute service versions the agent implements (64 Zed, 68 2025.1). */
+export const serviceVersion = (): z.ZodType<'auto' | 64 | 68, string> =>
+  z.string().transform((raw, ctx) => {
+    const v = raw.trim().toLowerCase();
+    if (v === 'auto') return 'auto' as const;
+    if (v === '64') return 64 as const;
+    if (v === '68') return 68 as const;
+    return fail(ctx, /^\d+$/.test(v) ? 'not a service version the agent implements' : 'neither auto nor a service version');
   });
 
 /**

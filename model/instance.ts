@@ -47,6 +47,11 @@ export const TASK_STATES = [
   'resize_reverting',
   'resize_confirming',
   'migrating',
+  'powering-off',
+  'powering-on',
+  'reboot_started',
+  'reboot_started_hard',
+  'rebuild_spawning',
 ] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 

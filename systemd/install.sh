@@ -72,7 +72,7 @@ chmod 0750 "$ROOT/etc/compute-agent"
 if [ ! -e "$ROOT/etc/compute-agent/compute-agent.conf" ]; then
   cp "$SRC/config/compute-agent.conf.example" "$ROOT/etc/compute-agent/compute-agent.conf"
   chmod 0640 "$ROOT/etc/compute-agent/compute-agent.conf"
-  say "example config copied to /etc/compute-agent/compute-agent.conf: edit it before starting"
+  say "example config copied to /etc/compute-agent/compute-agent.conf: edit it before starting ([DEFAULT] compute_driver has no default)"
 fi
 cp "$SRC/config/compute-agent.conf.example" "$ROOT/etc/compute-agent/compute-agent.conf.example"
 

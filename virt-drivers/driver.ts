@@ -22,6 +22,7 @@ import type {
   MigrateDiskResult,
   MigrationRef,
 } from './types';
+import type { HostFacts } from './host/discover';
 
 /** nova's capability flags that map to standard `COMPUTE_*` traits (`CAPABILITY_TRAITS_MAP`). */
 export const CAPABILITY_TRAITS = {
@@ -95,6 +96,13 @@ export interface VirtDriver {
   getInfo(instance: InstanceRef): Promise<InstanceInfo>;
   /** Seconds since the host booted. @throws DriverError when the host cannot say */
   getHostUptime(): Promise<number>;
+  /**
+   * Optional: the hypervisor's version as nova reports it on the ComputeNode (libvirt's integer
+   * form, major * 1000000 + minor * 1000 + micro), after `init`. Never throws.
+   */
+  hypervisorVersion?(): number;
+  /** Optional: the host facts behind the last tree (`discover --facts`, nova's cpu_info). */
+  lastHostFacts?(): HostFacts | undefined;
 
   /** Creates and (with `powerOn`, the default) starts an instance; on failure nothing of it is left. @throws InstanceExistsError, DriverError */
   spawn(instance: InstanceSpec, opts?: { readonly powerOn?: boolean }): Promise<void>;
@@ -106,6 +114,8 @@ export interface VirtDriver {
   powerOff(instance: InstanceRef, opts?: PowerOffOptions): Promise<void>;
   /** Restarts an instance: `soft` asks the guest, `hard` resets it. @throws InstanceNotFoundError, InstanceStateError */
   reboot(instance: InstanceRef, type: 'soft' | 'hard'): Promise<void>;
+  /** The guest's serial console log as the hypervisor kept it (at most its last 100 KiB, nova libvirt's cap). @throws InstanceNotFoundError */
+  getConsoleOutput(instance: InstanceRef): Promise<Buffer>;
 
   /** Source, cold migration: stops the instance and hands its disks over. @throws InstanceNotFoundError, DriverError */
   migrateDiskAndPowerOff(instance: InstanceRef, migration: MigrationRef, flavor: Flavor): Promise<MigrateDiskResult>;

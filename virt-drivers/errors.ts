@@ -30,6 +30,14 @@ export class UnknownDriverError extends DriverError {
   }
 }
 
+/** `[DEFAULT] compute_driver` is not set: the agent has no default driver. */
+export class DriverNotChosenError extends DriverError {
+  constructor(readonly known: readonly string[]) {
+    super(`DEFAULT.compute_driver missing: the agent has no default virt driver; expected one of ${known.join(', ') || 'none registered'}`);
+    this.name = 'DriverNotChosenError';
+  }
+}
+
 /** The instance is not on this host. */
 export class InstanceNotFoundError extends DriverError {
   constructor(readonly instance: string) {

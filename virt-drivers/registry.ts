@@ -5,7 +5,7 @@
  *
  * It is: construction only. It is not: lifecycle; the caller calls `init` on what it gets.
  */
-import { UnknownDriverError } from './errors';
+import { DriverNotChosenError, UnknownDriverError } from './errors';
 import type { VirtDriver } from './driver';
 import type { DriverContext } from './types';
 
@@ -26,8 +26,9 @@ export class DriverRegistry {
     return [...this.factories.keys()].sort();
   }
 
-  /** A new, uninitialised driver. @throws UnknownDriverError */
-  create(name: string, ctx: DriverContext): VirtDriver {
+  /** A new, uninitialised driver. @throws DriverNotChosenError when `name` is unset, UnknownDriverError */
+  create(name: string | undefined, ctx: DriverContext): VirtDriver {
+    if (name === undefined) throw new DriverNotChosenError(this.names());
     const factory = this.factories.get(name);
     if (!factory) throw new UnknownDriverError(name, this.names());
     return factory(ctx);

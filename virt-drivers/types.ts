@@ -16,6 +16,7 @@ import type { AgentConfig } from '../config/schema';
 import type { ConsumerAllocations } from '../model/provider-types';
 import type { Exec } from './host/exec';
 import type { HostFs } from './host/host-fs';
+import type { GlanceAuth } from './glance/api';
 
 import type { DriverFlavor as Flavor, PowerState } from '../model/instance';
 export { POWER_STATE, type PowerState, type DriverFlavor as Flavor } from '../model/instance';
@@ -79,4 +80,6 @@ export interface DriverContext {
   readonly exec: Exec;
   /** The host's /sys and /proc (a fixture tree in tests). */
   readonly fs: HostFs;
+  /** Glance's endpoint and token from the agent's keystone auth; absent: `[glance] endpoint_override` without a token, if set. */
+  readonly glanceAuth?: GlanceAuth;
 }

@@ -4,7 +4,7 @@
  */
 import { pino } from 'pino';
 import type { Logger } from '../../lib/logging/logger';
-import { DriverInitError, UnknownDriverError } from '../../virt-drivers/errors';
+import { DriverInitError, DriverNotChosenError, UnknownDriverError } from '../../virt-drivers/errors';
 import { HostFileError } from '../../virt-drivers/fake/host-file';
 import type { CliIo } from './context';
 
@@ -28,6 +28,6 @@ export function stderrLogger(io: CliIo): Logger {
 
 /** Errors that are the operator's input (exit 2), not a failure of the host (exit 1). */
 export function isConfigProblem(e: unknown): boolean {
-  return e instanceof HostFileError || e instanceof UnknownDriverError || (e instanceof DriverInitError && e.cause instanceof HostFileError);
+  return e instanceof HostFileError || e instanceof UnknownDriverError || e instanceof DriverNotChosenError || (e instanceof DriverInitError && e.cause instanceof HostFileError);
 }
 

@@ -147,6 +147,17 @@ export const computeArgs = {
   migrateData: arg.optional(fromSchema('a LiveMigrateData (object primitive or plain object) or null', z.record(z.string(), z.unknown()).nullable(), (d) => (d ?? {}) as LiveMigrateData), {}),
   /** A string nova may leave out or send as null. */
   optionalString: arg.optional(arg.nullable(arg.string()), null),
+  /** `reboot_instance`'s `reboot_type`. */
+  rebootType: fromSchema("'SOFT' or 'HARD'", z.enum(['SOFT', 'HARD']), same),
+  /** `rebuild_instance`'s `recreate` (an evacuation): absent or null is false. */
+  recreate: arg.optional(arg.nullable(arg.bool()), false),
+  /** `stop_instance`'s `clean_shutdown`: absent or null is true, nova's default. */
+  cleanShutdown: arg.optional(arg.nullable(arg.bool()), true),
+  /** `get_console_output`'s `tail_length`: lines, as an integer or its string (nova's API passes either); absent, null or -1: all. */
+  tailLength: arg.optional(
+    fromSchema('an integer, its decimal string, or null', z.union([z.number().int(), z.string().regex(/^-?\d+$/)]).nullable(), (v) => (v === null || Number(v) < 0 ? null : Number(v))),
+    null,
+  ),
 };
 
 /** nova's arguments the agent accepts and does not read: optional, any value. */

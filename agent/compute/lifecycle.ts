@@ -103,8 +103,9 @@ export class LifecycleFlows {
   /**
    * `terminate_instance`: guest gone, allocations deleted (forced), record dropped. Idempotent.
    * Completes locally whatever Placement does: the removal of the instance's (and its migration's)
-   * allocations is recorded durably before the record goes, tried once after the control plane is
-   * told, and otherwise retried in the background until done (`removals.ts`).
+   * allocations is recorded durably before the record goes, tried once before the control plane
+   * is told (nova-compute deletes them before `Instance.destroy`), and otherwise retried in the
+   * background until done (`removals.ts`).
    */
   terminate(uuid: string, ctx: RequestContext): Promise<void> {
     const c = this.c;
@@ -125,9 +126,11 @@ export class LifecycleFlows {
       c.claims.release(uuid);
       await c.forget(uuid);
       crashPoint('terminate.forgotten');
-      await c.controlPlane.deleted(uuid, rec, ctx);
+      // nova's order: the allocations go before the Instance is destroyed, so a server nova no
+      // longer shows holds nothing in Placement (unless the one try failed: then the drain retries).
       await c.removals.tryNow(consumers, placementRequestId(ctx));
       crashPoint('terminate.freed');
+      await c.controlPlane.deleted(uuid, rec, ctx);
     });
   }
 }

@@ -61,6 +61,7 @@ export class LiveFlows {
         swapped = await claimMoveDestination(c, rec, migration, flavor, ctx);
         await c.save(rec);
         crashPoint('live.check.claimed');
+        await c.notify(rec, 'live_migration_check.dest', ctx);
         const source = { host: mig.source_compute, nodename: mig.source_compute };
         const destData = await c.driver.checkCanLiveMigrateDestination(instanceSpec(rec), source);
         const data = await c.peers.call<LiveMigrateData>(

@@ -2,7 +2,7 @@
  * The compute manager: the facade the method table (`methods.ts`), recovery and the daemon use.
  * It builds the one flow context (`flow-context.ts`) from its dependencies and exposes the entry
  * points: build and terminate (`lifecycle.ts`), the cold and live migration steps (`resize.ts`,
- * `live.ts`), and the reads (list, show, what is in flight).
+ * `live.ts`), stop, start, reboot and the console (`power.ts`), and the reads (list, show, what is in flight).
  *
  * Every operation runs under its instance's lock (`locks.ts`), checks the instance's state, and
  * records each transition in the durable store BEFORE the side effect it describes, so recovery
@@ -21,6 +21,7 @@ import { NotifierControlPlane, type ControlPlane } from './control-plane';
 import { flowContext, type FlowContext } from './flow-context';
 import { LifecycleFlows, type BuildOptions } from './lifecycle';
 import { LiveFlows } from './live';
+import { PowerFlows } from './power';
 import type { ComputePeers, Notifier, RecordStore, RequestContext } from './ports';
 import { AllocationRemovals } from './removals';
 import { ResizeFlows } from './resize';
@@ -54,6 +55,8 @@ export class ComputeManager {
   readonly context: FlowContext;
   readonly resize: ResizeFlows;
   readonly live: LiveFlows;
+  /** stop, start, reboot, the console, and the power-state sync. */
+  readonly power: PowerFlows;
   /** Allocation removals deletes owe Placement; the daemon stops their drain on shutdown. */
   readonly removals: AllocationRemovals;
   private readonly lifecycle: LifecycleFlows;
@@ -82,6 +85,7 @@ export class ComputeManager {
     this.lifecycle = new LifecycleFlows(this.context);
     this.resize = new ResizeFlows(this.context);
     this.live = new LiveFlows(this.context);
+    this.power = new PowerFlows(this.context);
   }
 
   get host(): string {

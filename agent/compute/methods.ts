@@ -7,6 +7,8 @@
  * Required are the arguments the flow cannot do without; nova's rpcapi sends every other one too,
  * and the agent's peers in standalone mode, its CLI and tests may leave them out.
  *
+ * nova's other instance methods are answered at once with a clear failure (`unsupported.ts`).
+ *
  * Every request is ordered by its instance, and the control plane sees the arguments as sent
  * before the flow runs (nova mode saves back the objects nova sent).
  */
@@ -17,6 +19,8 @@ import type { ComputeManager } from './manager';
 import { instanceKey, method, NOVA_COMPUTE_API, type ComputeMethod, type MethodVersions } from './method-table';
 import type { RequestContext } from './ports';
 import { AGENT_NAMESPACE } from './resize';
+import { rebuild } from './rebuild';
+import { unsupportedMethods } from './unsupported';
 
 const AGENT_API = { namespace: AGENT_NAMESPACE, versions: { min: '1.0' } } as const;
 
@@ -89,9 +93,24 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
       live.rollbackAtDestination(a.instance.uuid, a.migrate_data),
     ),
     row('drop_move_claim_at_destination', { instance: A.instanceRef, ...unread('migration') }, (a) => resize.dropMoveClaim(a.instance.uuid)),
+    row('stop_instance', { instance: A.instanceRef, clean_shutdown: A.cleanShutdown }, (a, ctx) => m.power.stop(a.instance.uuid, a.clean_shutdown !== false, ctx)),
+    row('start_instance', { instance: A.instanceRef }, (a, ctx) => m.power.start(a.instance.uuid, ctx)),
+    row('reboot_instance', { instance: A.instanceRef, reboot_type: A.rebootType, ...unread('block_device_info') }, (a, ctx) => m.power.reboot(a.instance.uuid, a.reboot_type, ctx)),
+    row(
+      'rebuild_instance',
+      {
+        instance: A.instanceRef,
+        image_ref: A.optionalString,
+        recreate: A.recreate,
+        ...unread('new_pass', 'injected_files', 'orig_image_ref', 'orig_sys_metadata', 'bdms', 'on_shared_storage', 'preserve_ephemeral', 'migration', 'scheduled_node', 'limits', 'request_spec', 'accel_uuids', 'reimage_boot_volume', 'target_state'),
+      },
+      (a, ctx) => rebuild(m.context, a.instance.uuid, { imageRef: a.image_ref, recreate: a.recreate === true }, ctx),
+    ),
+    row('get_console_output', { instance: A.instanceRef, tail_length: A.tailLength }, (a) => m.power.consoleOutput(a.instance.uuid, a.tail_length), read),
     row('get_diagnostics', { instance: A.instanceRef }, (a) => getDiagnostics(m.context, a.instance.uuid), read),
     row('confirm_resize_at_destination', { instance: A.instanceRef, migration: A.migration }, (a) => resize.confirmAtDestination(a.instance.uuid, a.migration.uuid), agent),
     row('list_instances', {}, () => Promise.resolve(m.list()), { ...agent, ...read }),
     row('show_instance', { instance: A.instanceRef }, (a) => m.show(a.instance.uuid), { ...agent, ...read }),
+    ...unsupportedMethods(m.context, (sent) => m.controlPlane.received(sent)),
   ];
 }

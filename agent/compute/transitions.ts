@@ -1,6 +1,6 @@
 /**
- * The instance state machine as one table. Each row is a step a compute flow takes an instance
- * through, named like nova's notification events: the operation it belongs to, the states it may
+ * The instance state machine as one table (its vocabulary in `transition-types.ts`). Each row is
+ * a step a compute flow takes an instance through, named like nova's notification events: the operation it belongs to, the states it may
  * start from, the state it moves to, the step reported when its work fails, and what each control
  * plane makes of it: the standalone versioned notification and its priority, and nova-compute's
  * writes through nova-conductor (nova `compute/manager.py`; docs/nova-control-plane.md lists them
@@ -16,91 +16,10 @@
  * (`control-plane.ts`, `agent/nova/control-plane.ts`), and the migration statuses the flows keep
  * to resume a move (their own markers, not the instance's state).
  */
-import { describeState, InvalidStateError, POWER_STATE, type InstanceRecord, type MigrationStatus, type TaskState, type VmState } from '../../model/instance';
+import { describeState, InvalidStateError, POWER_STATE, type InstanceRecord, type VmState } from '../../model/instance';
+import { OPERATIONS, type StatePattern, type Transition } from './transition-types';
 
-/** The operations that move instances (nova's method names), as a refusal names them. */
-export const OPERATIONS = {
-  build_and_run_instance: 'build',
-  terminate_instance: 'delete',
-  prep_resize: 'prepare a resize of',
-  resize_instance: 'resize',
-  finish_resize: 'finish the resize of',
-  confirm_resize: 'confirm the resize of',
-  confirm_resize_at_destination: 'confirm at the destination the resize of',
-  revert_resize: 'revert the resize of',
-  finish_revert_resize: 'finish reverting the resize of',
-  check_can_live_migrate_destination: 'live migrate to this host',
-  check_can_live_migrate_source: 'live migrate',
-  live_migration: 'live migrate',
-  pre_live_migration: 'prepare a live migration of',
-  post_live_migration_at_destination: 'finish the live migration of',
-  init_host: 'recover',
-} as const;
-export type Operation = keyof typeof OPERATIONS;
-
-/** The states a step may start from; 'any' matches every value. */
-export interface StatePattern {
-  readonly vm: readonly VmState[] | 'any';
-  readonly task: ReadonlyArray<TaskState | null> | 'any';
-  /** This host's part in the move the record holds ('none': no move); absent: any. */
-  readonly move?: 'none' | 'source' | 'dest';
-}
-
-/** The state a step moves to; a field left out keeps its value. */
-export interface TargetState {
-  /** 'old': the vm_state the instance had before its move. */
-  readonly vm?: VmState | 'old';
-  readonly task?: TaskState | null;
-  /** 'old': shut down if the instance was stopped before its move, running otherwise. */
-  readonly power?: 'running' | 'shutdown' | 'nostate' | 'old';
-}
-
-/**
- * Where a value nova-compute writes comes from: 'state', the same-named field (vm_state,
- * task_state, power_state) of the state the step moves to; 'now'; 'this_host' and 'this_ip' (this
- * compute host); 'move_dest', the move's destination host; 'flavor', the Instance's flavor as nova
- * holds it; 'old_flavor', its old_flavor, or its flavor without one; or the literal null or number.
- */
-export type NovaValue = 'state' | 'now' | 'this_host' | 'this_ip' | 'move_dest' | 'flavor' | 'old_flavor' | null | number;
-
-/** One `Instance.save`: the fields in the order nova sets them, and the `expected_task_state` it checks (absent: none). */
-export interface NovaInstanceSave {
-  readonly set: Readonly<Record<string, NovaValue>>;
-  readonly expected?: string | null | ReadonlyArray<string | null>;
-}
-
-/**
- * nova's bookkeeping that is not a field write: stash the flavor the move goes to on the Instance
- * (revert and confirm read it), `Instance.destroy`, and dropping the Instance this host no longer runs.
- */
-export type NovaHook = 'stash_new_flavor' | 'destroy' | 'forget_instance';
-
-/** What nova-compute writes at a step, in this order: Migration, Instance saves, hook, scheduler fanout, action event. */
-export interface NovaWrites {
-  /** `Migration.save`: `set`, then the status; `orLatest`: without the move on the record, the instance's latest Migration. */
-  readonly migration?: { readonly set?: Readonly<Record<string, NovaValue>>; readonly status: MigrationStatus; readonly orLatest?: true };
-  readonly instance?: readonly NovaInstanceSave[];
-  readonly hook?: NovaHook;
-  /** The scheduler's host view: the saved Instance, or the instance gone from this host. */
-  readonly fanout?: 'update_instance_info' | 'delete_instance_info';
-  /** `InstanceActionEvent` start or finish; `failure`: finished with the fault, or this text without one. */
-  readonly event?: { readonly name: 'compute__do_build_and_run_instance' | 'compute_terminate_instance'; readonly phase: 'start' | 'finish'; readonly failure?: string };
-  /** What this host's instances use changed (the daemon reports usage to nova). */
-  readonly usage?: true;
-}
-
-export interface Transition<Step extends string = string> {
-  readonly method: Operation;
-  /** 'new': the instance has no record on this host yet. */
-  readonly from: StatePattern | 'new';
-  readonly to: TargetState;
-  /** The step reported when this step's work fails. */
-  readonly onFailure?: Step;
-  /** Standalone: the notification's priority, or 'none' where none is sent. */
-  readonly notify: 'INFO' | 'ERROR' | 'none';
-  /** nova mode; absent: nova-compute writes nothing (the API already did, or nova has no such step). */
-  readonly nova?: NovaWrites;
-}
+export * from './transition-types';
 
 /** Keeps each row's `onFailure` to a step of the same table. */
 const table = <T extends { readonly [K in keyof T]: Transition<Extract<keyof T, string>> }>(rows: T): T => rows;
@@ -108,6 +27,18 @@ const table = <T extends { readonly [K in keyof T]: Transition<Extract<keyof T, 
 const BUILD = 'compute__do_build_and_run_instance';
 const DELETE = 'compute_terminate_instance';
 const MOVED = ['active', 'stopped'] as const;
+/** The Instance fields nova copies from a flavor (`_set_instance_info`), from the new or the old flavor. */
+const NEW_SIZES = { instance_type_id: 'new_flavor_field', memory_mb: 'new_flavor_field', vcpus: 'new_flavor_field', root_gb: 'new_flavor_field', ephemeral_gb: 'new_flavor_field' } as const;
+const OLD_SIZES = { instance_type_id: 'old_flavor_field', memory_mb: 'old_flavor_field', vcpus: 'old_flavor_field', root_gb: 'old_flavor_field', ephemeral_gb: 'old_flavor_field' } as const;
+const STOP = 'compute_stop_instance';
+const START = 'compute_start_instance';
+const REBOOT = 'compute_reboot_instance';
+const REBUILD = 'compute_rebuild_instance';
+/** nova's API reboots ACTIVE servers, and STOPPED and ERROR ones hard. */
+const REBOOTABLE = ['active', 'stopped', 'error'] as const;
+const REBOOTING = ['reboot_started', 'reboot_started_hard'] as const;
+/** nova's reboot task states (`soft_reboot_states`, `hard_reboot_states`): a soft reboot of a guest that is down is done hard, so either may be found. */
+const NOVA_REBOOTING = ['rebooting', 'reboot_pending', 'reboot_started', 'rebooting_hard', 'reboot_pending_hard', 'reboot_started_hard'];
 
 export const TRANSITIONS = table({
   // ---- build: nova's instance claim, then spawn ----
@@ -115,7 +46,7 @@ export const TRANSITIONS = table({
   'create.claimed': {
     method: 'build_and_run_instance', from: { vm: ['building'], task: ['scheduling'] }, to: { task: 'spawning' }, onFailure: 'create.error', notify: 'none',
     // nova's claim sets host and node and clears the task state; the build then moves on to spawning.
-    nova: { instance: [{ set: { host: 'this_host', node: 'this_host', launched_on: 'this_host', vm_state: 'state', task_state: null }, expected: ['scheduling', null] }, { set: { task_state: 'state' }, expected: [null] }] },
+    nova: { instance: [{ set: { host: 'this_host', node: 'this_host', compute_id: 'this_node_id', launched_on: 'this_host', vm_state: 'state', task_state: null }, expected: ['scheduling', null] }, { set: { task_state: 'state' }, expected: [null] }] },
   },
   'create.end': {
     method: 'build_and_run_instance', from: { vm: ['building'], task: ['spawning'] }, to: { vm: 'active', task: null, power: 'running' }, onFailure: 'create.error', notify: 'INFO',
@@ -135,7 +66,7 @@ export const TRANSITIONS = table({
   'resize_prep.start': { method: 'prep_resize', from: 'new', to: { vm: 'old', task: 'resize_prep' }, onFailure: 'resize_prep.error', notify: 'INFO' },
   'resize_prep.end': {
     method: 'prep_resize', from: { vm: MOVED, task: ['resize_prep'], move: 'dest' }, to: {}, onFailure: 'resize_prep.error', notify: 'INFO',
-    nova: { migration: { set: { dest_compute: 'this_host', dest_node: 'this_host', dest_host: 'this_ip' }, status: 'pre-migrating' }, hook: 'stash_new_flavor', usage: true },
+    nova: { migration: { set: { dest_compute: 'this_host', dest_node: 'this_host', dest_compute_id: 'this_node_id', dest_host: 'this_ip' }, status: 'pre-migrating' }, hook: 'stash_new_flavor', usage: true },
   },
   /** The destination's claim failed: it drops its record. */
   'resize_prep.error': { method: 'prep_resize', from: { vm: MOVED, task: ['resize_prep'], move: 'dest' }, to: { task: null }, notify: 'ERROR', nova: { migration: { status: 'error' }, instance: [{ set: { task_state: 'state' } }] } },
@@ -147,13 +78,14 @@ export const TRANSITIONS = table({
   'resize.end': {
     method: 'resize_instance', from: { vm: MOVED, task: ['resize_migrating'], move: 'source' }, to: { task: 'resize_migrated', power: 'shutdown' }, onFailure: 'resize.error', notify: 'INFO',
     // The source hands the instance to the destination here, as nova-compute does.
-    nova: { migration: { status: 'post-migrating' }, instance: [{ set: { host: 'move_dest', node: 'move_dest', task_state: 'state' }, expected: 'resize_migrating' }] },
+    nova: { migration: { status: 'post-migrating' }, instance: [{ set: { host: 'move_dest', node: 'move_dest', compute_id: 'move_dest_node_id', task_state: 'state' }, expected: 'resize_migrating' }] },
   },
   'resize.error': { method: 'resize_instance', from: { vm: MOVED, task: ['resize_migrating'], move: 'source' }, to: { vm: 'old', task: null }, notify: 'ERROR', nova: { migration: { status: 'error' }, instance: [{ set: { vm_state: 'state', task_state: 'state' } }] } },
   // ---- finish_resize on the destination ----
   'resize_finish.start': {
     method: 'finish_resize', from: { vm: [...MOVED, 'error'], task: ['resize_prep', 'resize_finish', null], move: 'dest' }, to: { task: 'resize_finish' }, onFailure: 'resize_finish.error', notify: 'INFO',
-    nova: { instance: [{ set: { task_state: 'state' }, expected: 'resize_migrated' }] },
+    // nova's _finish_resize: the old flavor kept, the new one copied onto the Instance (`_set_instance_info`).
+    nova: { instance: [{ set: { task_state: 'state', old_flavor: 'old_flavor', ...NEW_SIZES, flavor: 'new_flavor' }, expected: 'resize_migrated' }] },
   },
   'resize_finish.end': {
     method: 'finish_resize', from: { vm: [...MOVED, 'error'], task: ['resize_finish'], move: 'dest' }, to: { vm: 'resized', task: null, power: 'old' }, onFailure: 'resize_finish.error', notify: 'INFO',
@@ -172,18 +104,22 @@ export const TRANSITIONS = table({
   'resize_revert.end': {
     method: 'finish_revert_resize', from: { vm: MOVED, task: ['resize_migrated'], move: 'source' }, to: { vm: 'old', task: null, power: 'old' }, notify: 'INFO',
     nova: {
-      instance: [{ set: { host: 'this_host', node: 'this_host', vm_state: 'state', task_state: 'state', power_state: 'state', launched_at: 'now', flavor: 'old_flavor', old_flavor: null, new_flavor: null }, expected: 'resize_reverting' }],
+      instance: [{ set: { host: 'this_host', node: 'this_host', compute_id: 'this_node_id', vm_state: 'state', task_state: 'state', power_state: 'state', launched_at: 'now', ...OLD_SIZES, flavor: 'old_flavor', old_flavor: null, new_flavor: null }, expected: 'resize_reverting' }],
       usage: true,
     },
   },
   // ---- live migration ----
-  'live_migration_check.dest': { method: 'check_can_live_migrate_destination', from: 'new', to: { vm: 'active', task: 'migrating' }, notify: 'none' },
+  // nova's destination claims the move as for a resize (`_claim_existing_migration`), the status left as the conductor set it.
+  'live_migration_check.dest': {
+    method: 'check_can_live_migrate_destination', from: 'new', to: { vm: 'active', task: 'migrating' }, notify: 'none',
+    nova: { migration: { set: { dest_compute: 'this_host', dest_node: 'this_host', dest_compute_id: 'this_node_id', dest_host: 'this_ip' } } },
+  },
   'live_migration_check.source': { method: 'check_can_live_migrate_source', from: { vm: ['active'], task: [null], move: 'none' }, to: {}, notify: 'none' },
   'live_migration_pre.start': { method: 'live_migration', from: { vm: ['active'], task: [null], move: 'none' }, to: { task: 'migrating' }, onFailure: 'live_migration_abort.end', notify: 'INFO', nova: { migration: { status: 'running' } } },
   'live_migration_pre.dest': { method: 'pre_live_migration', from: { vm: ['active'], task: ['migrating'], move: 'dest' }, to: {}, notify: 'none' },
   'live_migration_post_dest.end': {
     method: 'post_live_migration_at_destination', from: { vm: ['active'], task: ['migrating'], move: 'dest' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'none',
-    nova: { instance: [{ set: { host: 'this_host', node: 'this_host', power_state: 'state', task_state: 'state', progress: 0 }, expected: 'migrating' }], fanout: 'update_instance_info', usage: true },
+    nova: { instance: [{ set: { host: 'this_host', node: 'this_host', compute_id: 'this_node_id', power_state: 'state', task_state: 'state', progress: 0 }, expected: 'migrating' }], fanout: 'update_instance_info', usage: true },
   },
   /** The source drops its record once the destination runs the instance. */
   'live_migration_post.end': {
@@ -194,9 +130,72 @@ export const TRANSITIONS = table({
     method: 'live_migration', from: { vm: ['active'], task: ['migrating'], move: 'source' }, to: { task: null }, notify: 'INFO',
     nova: { migration: { status: 'error', orLatest: true }, instance: [{ set: { task_state: 'state', progress: 0 }, expected: ['migrating'] }], usage: true },
   },
+  // ---- stop, start, reboot (nova's API set powering-off, powering-on or rebooting(_hard) before the cast) ----
+  'power_off.start': { method: 'stop_instance', from: { vm: ['active', 'stopped', 'error'], task: [null, 'powering-off'], move: 'none' }, to: { task: 'powering-off' }, onFailure: 'power_off.revert', notify: 'INFO', nova: { event: { name: STOP, phase: 'start' } } },
+  'power_off.end': {
+    method: 'stop_instance', from: { vm: ['active', 'stopped', 'error'], task: ['powering-off'], move: 'none' }, to: { vm: 'stopped', task: null, power: 'shutdown' }, notify: 'INFO',
+    // nova also expects no task when the guest was already off (`stop_instance`).
+    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: ['powering-off', null] }], event: { name: STOP, phase: 'finish' } },
+  },
+  /** The driver failed: the task is cleared, the state kept, the fault recorded (nova's `reverts_task_state` and `wrap_instance_fault`). */
+  'power_off.revert': { method: 'stop_instance', from: { vm: 'any', task: ['powering-off'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: STOP, phase: 'finish', failure: 'stop failed' } } },
+  'power_on.start': { method: 'start_instance', from: { vm: ['stopped'], task: [null, 'powering-on'], move: 'none' }, to: { task: 'powering-on' }, onFailure: 'power_on.revert', notify: 'INFO', nova: { event: { name: START, phase: 'start' } } },
+  'power_on.end': {
+    method: 'start_instance', from: { vm: ['stopped'], task: ['powering-on'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
+    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'powering-on' }], event: { name: START, phase: 'finish' } },
+  },
+  'power_on.revert': { method: 'start_instance', from: { vm: 'any', task: ['powering-on'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: START, phase: 'finish', failure: 'start failed' } } },
+  'reboot.start': {
+    method: 'reboot_instance', from: { vm: REBOOTABLE, task: [null, 'reboot_started'], move: 'none' }, to: { task: 'reboot_started' }, onFailure: 'reboot.error', notify: 'INFO',
+    nova: { instance: [{ set: { task_state: 'state' }, expected: NOVA_REBOOTING }], event: { name: REBOOT, phase: 'start' } },
+  },
+  'reboot_hard.start': {
+    method: 'reboot_instance', from: { vm: REBOOTABLE, task: [null, 'reboot_started_hard'], move: 'none' }, to: { task: 'reboot_started_hard' }, onFailure: 'reboot.error', notify: 'INFO',
+    nova: { instance: [{ set: { task_state: 'state' }, expected: NOVA_REBOOTING }], event: { name: REBOOT, phase: 'start' } },
+  },
+  /** Rebooted, or failed with the guest still running (then with the fault, as nova records it). */
+  'reboot.end': {
+    method: 'reboot_instance', from: { vm: REBOOTABLE, task: REBOOTING, move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
+    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: REBOOT, phase: 'finish' } },
+  },
+  /** The reboot failed and the guest is not running: ERROR (nova's `_set_instance_obj_error_state`). */
+  'reboot.error': {
+    method: 'reboot_instance', from: { vm: REBOOTABLE, task: REBOOTING, move: 'none' }, to: { vm: 'error', task: null }, notify: 'ERROR',
+    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: REBOOT, phase: 'finish', failure: 'reboot failed' } },
+  },
+  // ---- rebuild on this host (nova's API set rebuilding and the new image_ref before the cast) ----
+  'rebuild.start': {
+    method: 'rebuild_instance', from: { vm: ['active', 'stopped', 'error'], task: [null, 'rebuild_spawning'], move: 'none' }, to: { task: 'rebuild_spawning' }, onFailure: 'rebuild.error', notify: 'INFO',
+    nova: { instance: [{ set: { task_state: 'state' }, expected: ['rebuilding', 'rebuild_block_device_mapping', 'rebuild_spawning'] }], event: { name: REBUILD, phase: 'start' } },
+  },
+  /** Spawned from the new image: ACTIVE (a server that was STOPPED is then stopped through the stop steps, as nova does). */
+  'rebuild.end': {
+    method: 'rebuild_instance', from: { vm: ['active', 'stopped', 'error'], task: ['rebuild_spawning'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
+    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state', launched_at: 'now' }, expected: ['rebuild_spawning'] }], fanout: 'update_instance_info', event: { name: REBUILD, phase: 'finish' } },
+  },
+  'rebuild.error': {
+    method: 'rebuild_instance', from: { vm: 'any', task: ['rebuild_spawning'], move: 'none' }, to: { vm: 'error', task: null, power: 'nostate' }, notify: 'ERROR',
+    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: REBUILD, phase: 'finish', failure: 'rebuild failed' } },
+  },
+  // ---- the periodic power-state sync (nova's `_sync_power_states`) ----
+  /** The driver's power state differs from the recorded one: recorded. */
+  'power_sync.state': { method: '_sync_power_states', from: { vm: ['active', 'stopped'], task: [null], move: 'none' }, to: {}, notify: 'none', nova: { instance: [{ set: { power_state: 'state' }, expected: [null] }] } },
+  /** The guest of an ACTIVE instance shut down or crashed: STOPPED (nova stops it through its API). */
+  'power_sync.stopped': {
+    method: '_sync_power_states', from: { vm: ['active'], task: [null], move: 'none' }, to: { vm: 'stopped', task: null, power: 'shutdown' }, notify: 'INFO',
+    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: [null] }] },
+  },
+  // ---- a compute method the agent does not implement (`unsupported.ts`) ----
+  /** A cast: the instance goes to ERROR, its task cleared, with a fault naming the method. */
+  'unsupported.error': {
+    method: 'unsupported_method', from: { vm: 'any', task: 'any' }, to: { vm: 'error', task: null }, notify: 'ERROR',
+    nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], fault: true },
+  },
+  /** A call whose API request set a task state (nova's `set_admin_password`): nova's task is cleared; the state here is kept. */
+  'unsupported.call': { method: 'unsupported_method', from: { vm: 'any', task: 'any' }, to: {}, notify: 'none', nova: { instance: [{ set: { task_state: null }, expected: ['updating_password'] }], fault: true } },
   // ---- start-up recovery (nova's init_host) ----
   /** A task a request no longer in the journal left behind, on an instance not moving. */
-  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting'], move: 'none' }, to: { task: null }, notify: 'none' },
+  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning'], move: 'none' }, to: { task: null }, notify: 'none' },
   /** The guest of an ACTIVE instance is gone from the hypervisor. */
   'power_off.error': { method: 'init_host', from: { vm: ['active'], task: 'any', move: 'none' }, to: { vm: 'error', task: null, power: 'nostate' }, notify: 'ERROR', nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }] } },
 });

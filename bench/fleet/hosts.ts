@@ -74,7 +74,7 @@ function writeHostFiles(dir: string, name: string, placementUrl: string): { file
   const file = join(hostDir, 'agent.conf');
   writeFileSync(
     file,
-    `[DEFAULT]\nhost = ${name}\nstate_path = ${join(hostDir, 'state')}\n` +
+    `[DEFAULT]\nhost = ${name}\ncompute_driver = fake\nstate_path = ${join(hostDir, 'state')}\n` +
       `[placement]\nendpoint_override = ${placementUrl}\n[metrics]\nlisten =\n` +
       `[fake]\nhost_file = ${hostFile}\ninstances_file = ${join(hostDir, 'state', 'fake-instances.json')}\n`,
     { mode: 0o600 },

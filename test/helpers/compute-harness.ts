@@ -17,7 +17,13 @@ import { computeMethods } from '../../agent/compute/methods';
 import { bindMethod, type BoundMethod, type ComputeMethod } from '../../agent/compute/method-table';
 import { MemoryNotifier, type ComputePeers, type RecordStore, type RequestContext } from '../../agent/compute/ports';
 import { loadConfig } from '../../config/loader';
+import type { Conductor } from '../../agent/nova/conductor';
+import { NovaControlPlane } from '../../agent/nova/control-plane';
 import type { PlacementApi } from '../../tracker/placement/api';
+import { NoAuth } from '../../tracker/placement/auth';
+import { PlacementClient } from '../../tracker/placement/client';
+import { PlacementHttp } from '../../tracker/placement/http';
+import { MockPlacement } from './mock-placement';
 import { initialRatiosFrom, ResourceTracker } from '../../tracker/tracker';
 import { FakeDriver } from '../../virt-drivers/fake/driver';
 import { ProcessExec } from '../../virt-drivers/host/exec';
@@ -134,6 +140,18 @@ export async function makeHost(name: string, api: PlacementApi, peers: InProcess
   const manager = new ComputeManager({ host: name, driver, claims: tracker.claims, store, peers, notifier, logger, ...(controlPlane ? { controlPlane } : {}) });
   peers.register(name, computeMethods(manager));
   return { name, rootUuid, driver, tracker, manager, store, notifier };
+}
+
+/**
+ * One host on a mocked Placement, in nova mode when `conductor` is given (nova's control plane
+ * writing through it): what the single-host flow tests share.
+ */
+export async function singleHost(name: string, conductor?: Conductor): Promise<{ mock: MockPlacement; api: PlacementClient; peers: InProcessPeers; host: HarnessHost }> {
+  const mock = new MockPlacement().install();
+  const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(mock.base) }));
+  const peers = new InProcessPeers();
+  const cp = conductor ? new NovaControlPlane({ conductor, host: name, myIp: '192.0.2.10', computeNodeId: () => 1, logger: silentLogger() }) : undefined;
+  return { mock, api, peers, host: await makeHost(name, api, peers, silentLogger(), cp) };
 }
 
 export const FLAVOR = { name: 'm1.small', vcpus: 2, memory_mb: 2048, root_gb: 10, ephemeral_gb: 0, swap: 512, extra_specs: {} };

@@ -79,6 +79,7 @@ export class QemuTestBed {
     set('qemu.accel', 'tcg');
     set('qemu.images_path', this.images);
     set('qemu.shutdown_timeout', '1');
+    set('qemu.wait_soft_reboot_seconds', '1');
     set('qemu.destroy_timeout', '5');
     for (const [k, v] of Object.entries(overrides)) set(k, v);
     const { config } = loadConfig({ files: [], env, defaultFile: '/nonexistent/compute-agent.conf' });

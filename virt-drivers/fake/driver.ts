@@ -30,16 +30,18 @@ import { assignGpu } from './gpu-assign';
 import { FakeHypervisor } from './hypervisor';
 import { HostFileError, hostFileFacts, parseHostFile, type HostFileData, type SharedStorageSpec } from './host-file';
 
-// Not supports_migrate_to_same_host: the compute manager refuses a resize to its own host, and
-// nova's API lets the scheduler pick the source host for a cold migration when the trait is there.
+// Only what a server on this driver gets when nova asks for it, since each trait is a promise the
+// scheduler acts on:
+// - supports_image_type_raw, supports_image_type_qcow2: a build of an image in either format boots
+//   (the fake never reads the image), as it does on the qemu driver the fake stands in for; with
+//   nova's image-type prefilter on, a host without them is never a candidate for an image.
+// Not advertised, because nothing on this agent implements them: interface attach and device
+// tagging (no attach_interface, and requested_networks' tags reach no device metadata), volume
+// attach, extend and multi-attach (no volume RPC methods, no block device mappings), trusted image
+// certificates (never verified), and supports_migrate_to_same_host (the compute manager refuses a
+// resize to its own host, and nova's API lets the scheduler pick the source host for a cold
+// migration when the trait is there).
 const CAPABILITIES: DriverCapabilities = {
-  supports_attach_interface: true,
-  supports_device_tagging: true,
-  supports_tagged_attach_interface: true,
-  supports_tagged_attach_volume: true,
-  supports_extend_volume: true,
-  supports_multiattach: true,
-  supports_trusted_certs: true,
   supports_image_type_qcow2: true,
   supports_image_type_raw: true,
 };
@@ -86,6 +88,11 @@ export class FakeDriver implements VirtDriver {
 
   async cleanupHost(_host: string): Promise<void> {
     this.faults.clear();
+  }
+
+  /** nova's fake driver reports version 1.0 (1000). */
+  hypervisorVersion(): number {
+    return 1000;
   }
 
   /** The facts behind the last tree (for `discover --facts`). */
@@ -164,6 +171,12 @@ export class FakeDriver implements VirtDriver {
     await this.faults.before('reboot');
     this.hypervisor.reboot(instance, type);
     await this.hypervisor.save();
+  }
+
+  async getConsoleOutput(instance: InstanceRef): Promise<Buffer> {
+    await this.faults.before('getConsoleOutput');
+    const lines = this.hypervisor.get(instance).console ?? [];
+    return Buffer.from(lines.map((l) => `${l}\n`).join(''));
   }
 
   async migrateDiskAndPowerOff(instance: InstanceRef, migration: MigrationRef, flavor: Flavor): Promise<MigrateDiskResult> {

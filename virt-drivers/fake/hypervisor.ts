@@ -24,7 +24,12 @@ export interface FakeInstance {
   /** PCI address of the GPU its vGPUs are on (what libvirt would say about its mdevs). */
   gpu?: string;
   abortRequested?: boolean;
+  /** What the guest wrote to its serial console, one entry a line (power events, as a guest would print them). */
+  console?: string[];
 }
+
+/** Lines of console kept per instance. */
+const CONSOLE_LINES = 1000;
 
 export class FakeHypervisor {
   private readonly instances = new Map<string, FakeInstance>();
@@ -73,7 +78,13 @@ export class FakeHypervisor {
     if (this.instances.has(spec.uuid)) throw new InstanceExistsError(spec.uuid);
     const inst: FakeInstance = { uuid: spec.uuid, name: spec.name, powerState, flavor: spec.flavor, allocations: spec.allocations, ...extra };
     this.instances.set(spec.uuid, inst);
+    if (powerState === 'RUNNING') this.print(inst, 'booted');
     return inst;
+  }
+
+  /** Appends a line to the instance's console, as its guest would print it. */
+  print(i: FakeInstance, event: string): void {
+    i.console = [...(i.console ?? []), `fake guest ${i.name}: ${event}`].slice(-CONSOLE_LINES);
   }
 
   delete(uuid: string): void {
@@ -88,16 +99,22 @@ export class FakeHypervisor {
   }
 
   powerOn(ref: InstanceRef): void {
-    this.settled(ref, 'power on').powerState = 'RUNNING';
+    const i = this.settled(ref, 'power on');
+    if (i.powerState !== 'RUNNING') this.print(i, 'booted');
+    i.powerState = 'RUNNING';
   }
 
   powerOff(ref: InstanceRef): void {
-    this.settled(ref, 'power off').powerState = 'SHUTDOWN';
+    const i = this.settled(ref, 'power off');
+    if (i.powerState === 'RUNNING') this.print(i, 'powered off');
+    i.powerState = 'SHUTDOWN';
   }
 
   reboot(ref: InstanceRef, type: 'soft' | 'hard'): void {
     const i = this.settled(ref, `${type} reboot`);
     if (type === 'soft' && i.powerState !== 'RUNNING') throw new InstanceStateError(i.uuid, i.powerState, 'soft reboot');
+    this.print(i, `${type} reboot`);
+    this.print(i, 'booted');
     i.powerState = 'RUNNING';
   }
 

@@ -1,8 +1,12 @@
-/** `compute-agent check-config [--show]`: validate and exit 0, or 2 with one line per problem. */
+/**
+ * `compute-agent check-config [--show]`: validate and exit 0, or 2 with one line per problem. A
+ * configuration that names no registered `[DEFAULT] compute_driver` is a problem: `run` refuses it.
+ */
 import type { Command } from 'commander';
 import { displayValue } from '../../../config/loader';
 import { SECTION_NAMES, type AgentConfig, type SectionName } from '../../../config/schema';
 import type { CommandModule } from '../context';
+import { driverChoiceProblem } from '../../wiring';
 
 function transportText(config: AgentConfig): string {
   const t = config.DEFAULT.transport_url;
@@ -47,6 +51,12 @@ export const checkConfigCommand: CommandModule = (program, ctx) => {
       const loaded = ctx.load(cmd);
       for (const w of loaded.warnings) ctx.io.err(`warning: ${w}`);
       if (opts.show) ctx.io.out(renderEffective(loaded.config));
+      const noDriver = driverChoiceProblem(loaded.config);
+      if (noDriver) {
+        ctx.io.err(noDriver);
+        ctx.setExitCode(2);
+        return;
+      }
       ctx.io.out(`configuration OK${loaded.files.length ? ` (${loaded.files.join(', ')})` : ' (defaults only)'}`);
     });
 };

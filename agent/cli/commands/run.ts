@@ -4,6 +4,7 @@ import { secretsOf } from '../../../config/loader';
 import { insecureConfigFiles } from '../../../config/permissions';
 import { placementFromConfig } from '../../../tracker/placement/factory';
 import { Daemon } from '../../daemon';
+import { driverChoiceProblem } from '../../wiring';
 import { AgentMetrics } from '../../ops/metrics';
 import { createLogger } from '../../../lib/logging/logger';
 import type { CommandModule } from '../context';
@@ -19,8 +20,10 @@ export const runCommand: CommandModule = (program, ctx) => {
       const loaded = ctx.load(cmd);
       const { config } = loaded;
       const insecure = insecureConfigFiles(loaded.files);
-      if (insecure.length > 0 && !opts.allowInsecureConfig) {
-        for (const line of insecure) ctx.io.err(line);
+      const noDriver = driverChoiceProblem(config);
+      const refusals = [...(opts.allowInsecureConfig ? [] : insecure), ...(noDriver ? [noDriver] : [])];
+      if (refusals.length > 0) {
+        for (const line of refusals) ctx.io.err(line);
         ctx.setExitCode(2);
         return;
       }

@@ -20,8 +20,9 @@ async function withTracker<T>(ctx: CliContext, cmd: Command, fn: (parts: Awaited
   const { config } = loaded;
   const logger = stderrLogger(ctx.io);
   const api = placementFromConfig(config);
-  const driver = createDriver({ config, logger });
   try {
+    // The driver first: a configuration naming none fails before Placement is asked anything.
+    const driver = createDriver({ config, logger });
     await api.assertUsable();
     await driver.init(config.DEFAULT.host);
     try {

@@ -45,7 +45,7 @@ function config(placement: string): string {
   started.push(dir);
   writeFileSync(
     file,
-    `[DEFAULT]\nhost = ${host}\nstate_path = ${dir}\ntransport_url = ${TRANSPORT_URL}\n` +
+    `[DEFAULT]\nhost = ${host}\ncompute_driver = fake\nstate_path = ${dir}\ntransport_url = ${TRANSPORT_URL}\n` +
       `[placement]\nendpoint_override = ${placement}\npassword = ${PASSWORD}\n` +
       // No fixed metrics port: an operator's agent on this machine may hold 9180.
       `[metrics]\nlisten =\n`,
@@ -86,4 +86,12 @@ test('unreachable Placement: bounded retries, one clear line naming the endpoint
   expect(text).toContain('compute-agent: placement unreachable after 2 attempt(s): GET http://127.0.0.1:1/: connect ECONNREFUSED');
   expect(text).not.toMatch(/\n\s+at /);
   expect(text).not.toContain(PASSWORD);
+});
+
+test('no compute_driver: exit 2 at once with one line naming the option and the drivers, nothing contacted', async () => {
+  const file = config('http://127.0.0.1:1');
+  writeFileSync(file, readFileSync(file, 'utf8').replace('compute_driver = fake\n', ''), { mode: 0o600 });
+  const run = start(file);
+  expect(await run.exited).toBe(2);
+  expect(run.out.join('')).toBe('DEFAULT.compute_driver missing: the agent has no default virt driver; expected one of fake, qemu\n');
 });

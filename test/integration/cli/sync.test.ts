@@ -26,7 +26,7 @@ test('plan, then sync --once, then an empty plan', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'ca-sync-'));
   const conf = join(dir, 'agent.conf');
   const host = `cli-sync-${dir.slice(-6).toLowerCase().replace(/[^a-z0-9]/g, 'x')}`;
-  writeFileSync(conf, `[DEFAULT]\nhost = ${host}\nstate_path = ${dir}\n[placement]\nendpoint_override = ${PLACEMENT_URL}\n`, { mode: 0o600 });
+  writeFileSync(conf, `[DEFAULT]\nhost = ${host}\ncompute_driver = fake\nstate_path = ${dir}\n[placement]\nendpoint_override = ${PLACEMENT_URL}\n`, { mode: 0o600 });
   const api = placementClient();
   let rootUuid = '';
   try {
@@ -51,7 +51,7 @@ test('plan, then sync --once, then an empty plan', async () => {
 
     const down = await cli(['sync', '--once', '--config-file', conf]);
     expect(down.code).toBe(0);
-    writeFileSync(conf, `[DEFAULT]\nhost = ${host}\nstate_path = ${dir}\n[placement]\nendpoint_override = http://127.0.0.1:1\n`, { mode: 0o600 });
+    writeFileSync(conf, `[DEFAULT]\nhost = ${host}\ncompute_driver = fake\nstate_path = ${dir}\n[placement]\nendpoint_override = http://127.0.0.1:1\n`, { mode: 0o600 });
     const failed = await cli(['sync', '--once', '--config-file', conf]);
     expect(failed.code).toBe(1);
     expect(failed.stderr).toContain('http://127.0.0.1:1');

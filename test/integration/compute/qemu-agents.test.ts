@@ -27,8 +27,8 @@ function qemuAgent(name: string, exchange: string, images: string): AgentSpec {
   const instances = join(spec.dir, 'instances');
   mkdirSync(instances);
   const conf = readFileSync(spec.file, 'utf8')
-    .replace('[DEFAULT]\n', `[DEFAULT]\ncompute_driver = qemu\ninstances_path = ${instances}\nrpc_response_timeout = 10\n`)
-    .concat(`[qemu]\naccel = tcg\nimages_path = ${images}\nshutdown_timeout = 1\ndestroy_timeout = 5\n`);
+    .replace('compute_driver = fake\n', `compute_driver = qemu\ninstances_path = ${instances}\nrpc_response_timeout = 10\n`)
+    .concat(`[qemu]\naccel = tcg\nimages_path = ${images}\nshutdown_timeout = 1\nwait_soft_reboot_seconds = 1\ndestroy_timeout = 5\n`);
   writeFileSync(spec.file, conf, { mode: 0o600 });
   return spec;
 }
@@ -151,6 +151,49 @@ describeWithQemu('two agents with the qemu driver', () => {
     expect(existsSync(join(b.dir, 'instances', `${uuid}_resize`))).toBe(false);
 
     await cp.cast(a.host, 'terminate_instance', { instance: { uuid } });
+    await cp.waitFor('instance.delete.end', [uuid], 60000);
+    expect(await holders(uuid)).toEqual([]);
+  });
+
+  test('stop, start, soft and hard reboot, rebuild and the console log through RPC on a real VM', async () => {
+    const uuid = randomUUID();
+    const seen = (type: string): number => cp.events.filter((e) => e.event_type === type && e.uuid === uuid).length;
+    /** Casts `method` and waits for one more `event` of the instance than there was. */
+    const step = async (method: string, args: Record<string, unknown>, event: string): Promise<void> => {
+      const before = seen(event);
+      await cp.cast(b.host, method, { instance: { uuid }, ...args });
+      await until(`${event} after ${method}`, () => seen(event) > before, 60000);
+    };
+    const boots = (): number => (readFileSync(console_(b, uuid), 'utf8').match(/tick 0000/g) ?? []).length;
+    await cp.cast(b.host, 'build_and_run_instance', { instance: instance(uuid) });
+    await cp.waitFor('instance.create.end', [uuid], 60000);
+    await until('the counter runs', () => (lastTick(console_(b, uuid)) ?? -1) >= 1);
+    const first = pidOf(b, uuid);
+
+    await step('stop_instance', { clean_shutdown: true }, 'instance.power_off.end');
+    expect(alive(first)).toBe(false);
+    expect(db?.compute?.record(uuid)).toMatchObject({ vm_state: 'stopped', task_state: null, power_state: 4 });
+    await step('start_instance', {}, 'instance.power_on.end');
+    expect(db?.compute?.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null, power_state: 1 });
+    await until('the guest boots again', () => boots() === 2);
+    // The console as nova returns it: the serial log's last lines.
+    const out = await cp.call<string>(b.host, 'get_console_output', { instance: { uuid }, tail_length: 3 });
+    expect(out.split('\n')).toHaveLength(3);
+    expect(out).toMatch(/^tick [0-9a-f]{4}\ntick /);
+
+    await step('reboot_instance', { reboot_type: 'SOFT' }, 'instance.reboot.end'); // the guest ignores ACPI: hard after shutdown_timeout
+    await until('a third boot', () => boots() === 3);
+    await step('reboot_instance', { reboot_type: 'HARD' }, 'instance.reboot.end');
+    await until('a fourth boot', () => boots() === 4);
+    expect(alive(pidOf(b, uuid))).toBe(true);
+
+    // Rebuild: a fresh disk and console from the image, the allocation where it was.
+    await step('rebuild_instance', { image_ref: 'tick.img', orig_image_ref: 'tick.img', recreate: false }, 'instance.rebuild.end');
+    await until('the rebuilt guest counts from 0 in a new log', () => boots() === 1 && (lastTick(console_(b, uuid)) ?? -1) >= 1);
+    expect(db?.compute?.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
+    expect(await holders(uuid)).toEqual([rootOf(b)]);
+
+    await cp.cast(b.host, 'terminate_instance', { instance: { uuid } });
     await cp.waitFor('instance.delete.end', [uuid], 60000);
     expect(await holders(uuid)).toEqual([]);
   });

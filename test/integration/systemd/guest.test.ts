@@ -32,7 +32,7 @@ function guestConfig(dir: string): string {
   const file = join(dir, 'compute-agent.conf');
   writeFileSync(
     file,
-    `[DEFAULT]\nhost = ${host}\ntransport_url = rabbit://guest:guest@10.0.2.2:${RABBIT_PORT}/\n` +
+    `[DEFAULT]\nhost = ${host}\ncompute_driver = fake\ntransport_url = rabbit://guest:guest@10.0.2.2:${RABBIT_PORT}/\n` +
       `[placement]\nendpoint_override = http://10.0.2.2:${placementPort}\n`,
   );
   return file;

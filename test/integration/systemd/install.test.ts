@@ -1,6 +1,6 @@
 // install.sh in a staging root: everything lands where the unit expects it, a second run changes
 // nothing an operator edited, the installed binary runs, and uninstall.sh removes what was added.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,11 +19,17 @@ test('install is idempotent, keeps the operator config, and uninstall keeps stat
   const unit = readFileSync(join(root, 'etc/systemd/system/compute-agent.service'), 'utf8');
   expect(unit).toContain('ExecStart=/usr/local/bin/compute-agent run --config-file /etc/compute-agent/compute-agent.conf');
 
-  // The installed copy runs on its own node_modules and accepts the example config.
-  const out = execFileSync(process.execPath, [join(root, 'opt/compute-agent/dist/agent/cli/main.js'), 'check-config', '--config-file', conf], {
-    encoding: 'utf8',
-  });
-  expect(out).toContain('configuration OK');
+  // The installed copy runs on its own node_modules. The example config names no virt driver, so it
+  // is refused until an operator picks one; with one picked it is accepted.
+  const checkConfig = (): ReturnType<typeof spawnSync> =>
+    spawnSync(process.execPath, [join(root, 'opt/compute-agent/dist/agent/cli/main.js'), 'check-config', '--config-file', conf], { encoding: 'utf8' });
+  const untouched = checkConfig();
+  expect(untouched.status).toBe(2);
+  expect(String(untouched.stderr).trim()).toBe('DEFAULT.compute_driver missing: the agent has no default virt driver; expected one of fake, qemu');
+  writeFileSync(conf, `${readFileSync(conf, 'utf8')}\n[DEFAULT]\ncompute_driver = fake\n`);
+  const picked = checkConfig();
+  expect(picked.status).toBe(0);
+  expect(String(picked.stdout)).toContain('configuration OK');
 
   writeFileSync(conf, '[DEFAULT]\nhost = edited\n');
   const second = sh('install.sh', '--root', root, '--no-build');

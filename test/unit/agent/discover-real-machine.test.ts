@@ -31,7 +31,7 @@ describe('discover on this machine', () => {
   const dir = mkdtempSync(join(tmpdir(), 'discover-real-'));
   const instances = join(dir, 'instances-not-created-yet');
   const conf = join(dir, 'agent.conf');
-  writeFileSync(conf, `[DEFAULT]\nhost = this-machine\nstate_path = ${dir}/state\ninstances_path = ${instances}\n`);
+  writeFileSync(conf, `[DEFAULT]\nhost = this-machine\ncompute_driver = fake\nstate_path = ${dir}/state\ninstances_path = ${instances}\n`);
 
   test('VCPU = nproc, MEMORY_MB ~ MemTotal, DISK_GB = df of instances_path, every physical NIC accounted for', async () => {
     const { code, out, err } = await cli(conf, '--json');

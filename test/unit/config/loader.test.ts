@@ -1,7 +1,8 @@
 import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, loadConfig, secretsOf } from '../../../config/loader';
+import { loadConfig, secretsOf } from '../../../config/loader';
+import { configProblems } from '../../helpers/config';
 
 let dir: string;
 beforeEach(() => {
@@ -14,15 +15,7 @@ function file(name: string, text: string): string {
   return p;
 }
 
-function problems(fn: () => unknown): string[] {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof ConfigError) return e.problems.map((p) => p.message);
-    throw e;
-  }
-  throw new Error('expected a ConfigError');
-}
+const problems = configProblems;
 
 const NO_ENV = {};
 
@@ -127,6 +120,8 @@ describe('loadConfig', () => {
     ['[DEFAULT]\nram_allocation_ratio = 0\n', 'DEFAULT.ram_allocation_ratio = "0": must be > 0'],
     ['[DEFAULT]\nstate_path = relative/dir\n', 'DEFAULT.state_path = "relative/dir": not an absolute path'],
     ['[DEFAULT]\nhost = has space\n', 'DEFAULT.host = "has space": not a valid host name'],
+    ['[DEFAULT]\nmy_ip = 10.0.0.300\n', 'DEFAULT.my_ip = "10.0.0.300": not an IP address; expected an IPv4 or IPv6 address'],
+    ['[DEFAULT]\nnova_service_version = 66\n', 'DEFAULT.nova_service_version = "66": not a service version the agent implements; expected auto, 64 (Zed) or 68 (2025.1)'],
     ['[DEFAULT]\ndebug = maybe\n', 'DEFAULT.debug = "maybe": not a boolean'],
     ['[DEFAULT]\nlog_level = loud\n', 'DEFAULT.log_level = "loud": not one of the choices'],
     ['[DEFAULT]\ntransport_url = rabbit://u:p@h:99999/\n', 'port "99999" is not in 1-65535'],

@@ -28,7 +28,7 @@ function setup(host: object | string, extra = ''): { conf: string; state: string
   const conf = join(dir, 'agent.conf');
   writeFileSync(
     conf,
-    `[DEFAULT]\nhost = cli-host\nstate_path = ${state}\nreserved_host_memory_mb = 1024\n\n[fake]\nhost_file = ${hostFile}\n\n[network]\nphysical_device_mappings = physnet1:ens1f0\n${extra}`,
+    `[DEFAULT]\nhost = cli-host\ncompute_driver = fake\nstate_path = ${state}\nreserved_host_memory_mb = 1024\n\n[fake]\nhost_file = ${hostFile}\n\n[network]\nphysical_device_mappings = physnet1:ens1f0\n${extra}`,
   );
   return { conf, state };
 }

@@ -36,14 +36,14 @@ describe('compute-agent CLI', () => {
   });
 
   test('--config-file works before the subcommand too', async () => {
-    const good = write('good.conf', '[DEFAULT]\nhost = h1\n');
+    const good = write('good.conf', '[DEFAULT]\nhost = h1\ncompute_driver = fake\n');
     const t = io();
     expect(await runCli(['--config-file', good, 'check-config'], t)).toBe(0);
     expect(t.outLines).toEqual([`configuration OK (${good})`]);
   });
 
   test('check-config --show prints the effective config with secrets masked', async () => {
-    const f = write('s.conf', '[DEFAULT]\ntransport_url = rabbit://nova:mqpass@mq1:5672,nova:mqpass@mq2/\n[placement]\npassword = p;a#ss word\n');
+    const f = write('s.conf', '[DEFAULT]\ncompute_driver = qemu\ntransport_url = rabbit://nova:mqpass@mq1:5672,nova:mqpass@mq2/\n[placement]\npassword = p;a#ss word\n');
     const t = io();
     expect(await runCli(['check-config', '--show', '--config-file', f], t)).toBe(0);
     const shown = t.outLines.join('\n');
@@ -56,10 +56,28 @@ describe('compute-agent CLI', () => {
   });
 
   test('warnings for unknown options go to stderr, exit stays 0', async () => {
-    const f = write('w.conf', '[DEFAULT]\nhots = typo\n');
+    const f = write('w.conf', '[DEFAULT]\ncompute_driver = fake\nhots = typo\n');
     const t = io();
     expect(await runCli(['check-config', '--config-file', f], t)).toBe(0);
     expect(t.errLines).toEqual([expect.stringContaining('warning: ') as string]);
+  });
+
+  test('run, sync --once and check-config without compute_driver: exit 2, one line naming the option and the drivers', async () => {
+    const none = write('nodriver.conf', '[DEFAULT]\nhost = h1\n');
+    for (const argv of [['run'], ['sync', '--once'], ['check-config']]) {
+      const t = io();
+      expect(await runCli([...argv, '--config-file', none], t)).toBe(2);
+      expect(t.errLines).toHaveLength(1);
+      expect(t.errLines[0]).toMatch(/^(compute-agent: )?DEFAULT\.compute_driver missing: the agent has no default virt driver; expected one of fake, qemu$/);
+      expect(t.outLines).toEqual([]);
+    }
+  });
+
+  test('run with an unregistered compute_driver: exit 2 naming it and the registered drivers', async () => {
+    const f = write('libvirt.conf', '[DEFAULT]\nhost = h1\ncompute_driver = libvirt\n');
+    const t = io();
+    expect(await runCli(['run', '--config-file', f], t)).toBe(2);
+    expect(t.errLines).toEqual(['no virt driver named "libvirt"; registered: fake, qemu']);
   });
 
   test('--version, --help exit 0; an unknown command or option exits 2', async () => {
@@ -72,7 +90,7 @@ describe('compute-agent CLI', () => {
   });
 
   test('run with a bad --connect-attempts is a usage error', async () => {
-    const good = write('r.conf', '[DEFAULT]\nhost = h1\n');
+    const good = write('r.conf', '[DEFAULT]\nhost = h1\ncompute_driver = fake\n');
     const t = io();
     expect(await runCli(['run', '--config-file', good, '--connect-attempts', 'zero'], t)).toBe(2);
     expect(t.errLines[0]).toContain('--connect-attempts');
@@ -81,7 +99,7 @@ describe('compute-agent CLI', () => {
 
 describe('config files holding secrets', () => {
   test('run refuses a world-readable file with a password, naming file, mode and option', async () => {
-    const f = write('secret.conf', '[placement]\npassword = hunter2-long\n');
+    const f = write('secret.conf', '[DEFAULT]\ncompute_driver = fake\n[placement]\npassword = hunter2-long\n');
     chmodSync(f, 0o644);
     const t = io();
     expect(await runCli(['run', '--config-file', f], t)).toBe(2);

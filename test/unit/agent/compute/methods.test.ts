@@ -5,9 +5,10 @@ import nock from 'nock';
 import { randomUUID } from 'node:crypto';
 import { hostMethods } from '../../../../agent/compute/adapters/host-methods';
 import { computeMethods } from '../../../../agent/compute/methods';
+import { UNSUPPORTED_METHODS } from '../../../../agent/compute/unsupported';
 import { registerMethods } from '../../../../agent/compute/register';
 import { Dispatcher, type CallInfo } from '../../../../agent/rpc/endpoint/dispatcher';
-import { InvalidArgumentsError, NovaError } from '../../../../agent/rpc/oslo/errors';
+import { InvalidArgumentsError, NoSuchMethodError, NovaError, UnsupportedVersionError } from '../../../../agent/rpc/oslo/errors';
 import type { RpcRequest } from '../../../../agent/rpc/oslo/messages';
 import { NoAuth } from '../../../../tracker/placement/auth';
 import { PlacementClient } from '../../../../tracker/placement/client';
@@ -34,10 +35,16 @@ const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
   post_live_migration_at_destination: ['instance', 'block_migration'],
   rollback_live_migration_at_destination: ['instance', 'destroy_disks', 'migrate_data'],
   drop_move_claim_at_destination: ['instance', 'migration'],
+  stop_instance: ['instance', 'clean_shutdown'],
+  start_instance: ['instance'],
+  reboot_instance: ['instance', 'block_device_info', 'reboot_type'],
+  get_console_output: ['instance', 'tail_length'],
+  rebuild_instance: ['instance', 'new_pass', 'injected_files', 'image_ref', 'orig_image_ref', 'orig_sys_metadata', 'bdms', 'recreate', 'on_shared_storage', 'preserve_ephemeral', 'migration', 'scheduled_node', 'limits', 'request_spec', 'accel_uuids', 'reimage_boot_volume', 'target_state'],
   get_diagnostics: ['instance'],
   confirm_resize_at_destination: ['instance', 'migration'],
   list_instances: [],
   show_instance: ['instance'],
+  external_instance_event: ['instances', 'events'],
 };
 
 const req = (method: string, args: Record<string, unknown>, version = '6.0', namespace: string | null = null): RpcRequest => ({
@@ -75,16 +82,36 @@ function refusal(fn: () => unknown): InvalidArgumentsError {
 
 test("each instance method takes exactly nova's argument names", async () => {
   const { methods } = await setup();
-  expect(Object.fromEntries(methods.map((m) => [m.name, Object.keys(m.args).sort()]))).toEqual(
+  const served = methods.filter((m) => !(m.name in UNSUPPORTED_METHODS));
+  expect(Object.fromEntries(served.map((m) => [m.name, Object.keys(m.args).sort()]))).toEqual(
     Object.fromEntries(Object.entries(NOVA_ARGS).map(([name, args]) => [name, [...args].sort()])),
+  );
+  const refused = methods.filter((m) => m.name in UNSUPPORTED_METHODS);
+  expect(Object.fromEntries(refused.map((m) => [m.name, Object.keys(m.args).sort()]))).toEqual(
+    Object.fromEntries(Object.entries(UNSUPPORTED_METHODS).map(([name, u]) => [name, ['instance', ...u.args].sort()])),
   );
 });
 
-test("nova's compute API is served at 6.0, the agent's own namespace at 1.0, nova's baseapi at 1.1", async () => {
+test("nova's compute API is served at 6.4 (2025.1), the agent's own namespace at 1.0, nova's baseapi at 1.1", async () => {
   const { dispatcher, methods } = await setup();
-  expect([dispatcher.servedVersion(), dispatcher.servedVersion('compute_agent', 1), dispatcher.servedVersion('baseapi', 1)]).toEqual(['6.0', '1.0', '1.1']);
+  expect([dispatcher.servedVersion(), dispatcher.servedVersion('compute_agent', 1), dispatcher.servedVersion('baseapi', 1)]).toEqual(['6.4', '1.0', '1.1']);
   expect(methods.filter((m) => m.namespace === 'compute_agent').map((m) => m.name)).toEqual(['confirm_resize_at_destination', 'list_instances', 'show_instance']);
-  expect(methods.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'get_diagnostics', 'list_instances', 'show_instance']);
+  const served = methods.filter((m) => !(m.name in UNSUPPORTED_METHODS));
+  expect(served.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'get_console_output', 'get_diagnostics', 'list_instances', 'show_instance', 'external_instance_event']);
+});
+
+test('every compute method takes 6.0 to 6.4 (what Zed and 2025.1 send); 6.5 is refused as unsupported, a method nova does not send as unknown', async () => {
+  const { dispatcher, run } = await setup();
+  const uuid = randomUUID();
+  for (const v of ['6.0', '6.1', '6.2', '6.3', '6.4']) {
+    expect(dispatcher.resolve(req('terminate_instance', { instance: prim('Instance', { uuid }), bdms: null }, v)).orderingKey).toBe(uuid);
+    await expect(run(req('get_host_uptime', {}, v))).resolves.toBe('up');
+  }
+  expect(() => dispatcher.resolve(req('terminate_instance', { instance: prim('Instance', { uuid }) }, '6.5'))).toThrow(UnsupportedVersionError);
+  expect(() => dispatcher.resolve(req('get_host_uptime', {}, '7.0'))).toThrow(UnsupportedVersionError);
+  // 2025.1's allow_share (6.4) is answered (with a failure, `agent/compute/unsupported.ts`); a method nova never sends is unknown.
+  expect(dispatcher.resolve(req('allow_share', { instance: prim('Instance', { uuid }), share_mapping: null }, '6.4')).orderingKey).toBe(uuid);
+  expect(() => dispatcher.resolve(req('refresh_instance_security_rules', { instance: prim('Instance', { uuid }) }, '6.0'))).toThrow(NoSuchMethodError);
 });
 
 test("nova's baseapi ping and get_backdoor_port are served, and get_host_uptime", async () => {

@@ -58,6 +58,16 @@ const migration = (source: string, dest: string): MigrationRef => ({
   dest: { host: dest, nodename: dest },
 });
 
+describe('capability traits', () => {
+  test('only the image types it boots: no interface attach, tagging, volume or trusted-cert traits', () => {
+    const present = Object.entries(driver().capabilitiesAsTraits())
+      .filter(([, on]) => on)
+      .map(([trait]) => trait)
+      .sort();
+    expect(present).toEqual(['COMPUTE_IMAGE_TYPE_QCOW2', 'COMPUTE_IMAGE_TYPE_RAW']);
+  });
+});
+
 describe('instances and power', () => {
   test('spawn, list, power off/on, reboot, destroy (idempotent)', async () => {
     const d = driver();

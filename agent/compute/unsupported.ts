@@ -1,0 +1,181 @@
+/**
+ * nova's compute RPC methods (6.x, nova 31 `compute/rpcapi.py`, and Zed's `get_rdp_console`) that
+ * the agent does not implement, each answered at once so that no server waits in a task state for
+ * a compute host that will never act:
+ *
+ * - a cast about an instance (`error`): the instance goes to ERROR, its task state cleared, with
+ *   a fault naming the method (nova shows it in `GET /servers/<id>`);
+ * - a cast that arrives in the middle of another operation (`log`: a live migration's abort or
+ *   force-complete, the unquiesce after a snapshot, neutron's and cinder's external events): logged
+ *   and dropped, since putting the instance in ERROR would break the operation it belongs to;
+ * - a call (`call`): the caller gets `NotImplementedError` (nova's API answers 501 for it); where
+ *   nova's API set a task state before the call (`set_admin_password`), nova's task is cleared
+ *   and the fault recorded.
+ *
+ * Each method takes nova's arguments as sent (every one optional and unread but `instance`), so a
+ * well-formed request from Zed or 2025.1 is never refused as a bad call. A method the agent comes
+ * to implement moves from this list to a row in `methods.ts`.
+ *
+ * Not here: the host methods (`adapters/host-methods.ts`); methods nova's rpcapi does not send.
+ */
+import { InstanceNotFoundError } from '../../model/instance';
+import type { RemoteFailure, RemoteSerializable } from '../rpc/oslo/failure';
+import { computeArgs as A, unread } from './decode';
+import type { FlowContext } from './flow-context';
+import { instanceKey, method, NOVA_COMPUTE_API, type ComputeMethod } from './method-table';
+import type { RequestContext } from './ports';
+import { transition } from './transitions';
+
+/** How a method the agent does not implement is answered (see the module comment). */
+export type Disposition = 'error' | 'log' | 'call';
+
+interface Unsupported {
+  readonly kind: Disposition;
+  /** nova's arguments besides `instance`. */
+  readonly args: readonly string[];
+  /** The task state nova's API set before the call (only `call` methods name one). */
+  readonly apiTask?: string;
+}
+
+const cast = (...args: string[]): Unsupported => ({ kind: 'error', args });
+const sideCast = (...args: string[]): Unsupported => ({ kind: 'log', args });
+const call = (...args: string[]): Unsupported => ({ kind: 'call', args });
+
+/** The methods with an `instance` argument nova may send that the agent does not implement, with their other arguments. */
+export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
+  add_fixed_ip_to_instance: cast('network_id'),
+  attach_volume: cast('bdm'),
+  detach_interface: cast('port_id'),
+  detach_volume: cast('volume_id', 'attachment_id'),
+  inject_network_info: cast(),
+  pause_instance: cast(),
+  unpause_instance: cast(),
+  suspend_instance: cast(),
+  resume_instance: cast(),
+  remove_fixed_ip_from_instance: cast('address'),
+  rescue_instance: cast('rescue_password', 'rescue_image_ref', 'clean_shutdown'),
+  unrescue_instance: cast(),
+  swap_volume: cast('old_volume_id', 'new_volume_id', 'new_attachment_id'),
+  backup_instance: cast('image_id', 'backup_type', 'rotation'),
+  snapshot_instance: cast('image_id'),
+  soft_delete_instance: cast(),
+  restore_instance: cast(),
+  shelve_instance: cast('image_id', 'clean_shutdown', 'accel_uuids'),
+  shelve_offload_instance: cast('clean_shutdown', 'accel_uuids'),
+  unshelve_instance: cast('image', 'filter_properties', 'node', 'request_spec', 'accel_uuids'),
+  trigger_crash_dump: cast(),
+  allow_share: cast('share_mapping'),
+  deny_share: cast('share_mapping'),
+  live_migration_force_complete: sideCast(),
+  live_migration_abort: sideCast('migration_id'),
+  unquiesce_instance: sideCast('mapping'),
+  volume_snapshot_create: sideCast('volume_id', 'create_info'),
+  volume_snapshot_delete: sideCast('volume_id', 'snapshot_id', 'delete_info'),
+  attach_interface: call('network_id', 'port_id', 'requested_ip', 'tag'),
+  check_instance_shared_storage: call('data'),
+  confirm_snapshot_based_resize_at_source: call('migration'),
+  finish_snapshot_based_resize_at_dest: call('migration', 'snapshot_id', 'request_spec'),
+  finish_revert_snapshot_based_resize_at_source: call('migration'),
+  prep_snapshot_based_resize_at_dest: call('flavor', 'nodename', 'migration', 'limits', 'request_spec'),
+  prep_snapshot_based_resize_at_source: call('migration', 'snapshot_id'),
+  revert_snapshot_based_resize_at_dest: call('migration'),
+  get_instance_diagnostics: call(),
+  get_vnc_console: call('console_type'),
+  get_spice_console: call('console_type'),
+  // Zed's (removed in 2025.1).
+  get_rdp_console: call('console_type'),
+  get_mks_console: call('console_type'),
+  get_serial_console: call('console_type'),
+  validate_console_port: call('port', 'console_type'),
+  quiesce_instance: call(),
+  remove_volume_connection: call('volume_id', 'delete_attachment'),
+  reserve_block_device_name: call('device', 'volume_id', 'disk_bus', 'device_type', 'tag', 'multiattach'),
+  set_admin_password: { kind: 'call', args: ['new_pass'], apiTask: 'updating_password' },
+};
+
+/** The fault a server gets for `method`. */
+export function unsupportedFault(name: string): string {
+  return `compute-agent does not implement ${name}`;
+}
+
+/** A compute method the agent does not implement was asked for. Remote: `NotImplementedError` (builtins), which nova's API answers with 501. */
+export class UnsupportedMethodError extends Error implements RemoteSerializable {
+  constructor(
+    readonly method: string,
+    readonly instance: string,
+  ) {
+    super(`${unsupportedFault(method)} (instance ${instance})`);
+    this.name = 'UnsupportedMethodError';
+  }
+  toRemoteFailure(): RemoteFailure {
+    return { className: 'NotImplementedError', module: 'builtins', message: this.message, tb: [`NotImplementedError: ${this.message}\n`], args: [this.message], kwargs: {} };
+  }
+}
+
+type UnsupportedContext = Pick<FlowContext, 'locks' | 'record' | 'save' | 'log' | 'notify'>;
+
+/**
+ * Answers `name` for `uuid` as its disposition says: ERROR with a fault (a cast), the log (a cast
+ * in the middle of another operation), or nova's task cleared (a call after an API task state).
+ * @throws UnsupportedMethodError always, after the instance is in the state it is left in;
+ * InstanceNotFoundError when a cast names an instance this host has no record of
+ */
+export async function refuseUnsupported(c: UnsupportedContext, name: string, uuid: string, ctx: RequestContext): Promise<never> {
+  const how = UNSUPPORTED_METHODS[name];
+  const fault = unsupportedFault(name);
+  if (how?.kind === 'error' || how?.apiTask !== undefined) {
+    await c.locks.with(uuid, async () => {
+      const rec = c.record(uuid);
+      if (!rec) throw new InstanceNotFoundError(uuid);
+      if (how.kind === 'error') {
+        transition(rec, 'unsupported.error');
+        rec.fault = fault;
+        await c.save(rec);
+        await c.notify(rec, 'unsupported.error', ctx, fault);
+      } else {
+        await c.notify(rec, 'unsupported.call', ctx, fault);
+      }
+    });
+  }
+  c.log.warn({ instance: uuid, method: name, disposition: how?.kind ?? 'call' }, fault);
+  throw new UnsupportedMethodError(name, uuid);
+}
+
+/**
+ * `external_instance_event` (neutron's and cinder's events about instances, cast by nova's API):
+ * no flow here waits for one, so each is logged and dropped.
+ */
+function externalEvents(c: Pick<FlowContext, 'log'>): ComputeMethod {
+  return method({
+    name: 'external_instance_event',
+    ...NOVA_COMPUTE_API,
+    journaled: false,
+    args: unread('instances', 'events'),
+    handle: (a) => {
+      c.log.info({ events: a.events }, 'external instance events: none awaited here, dropped');
+      return Promise.resolve();
+    },
+  });
+}
+
+/**
+ * The rows answering every method of `UNSUPPORTED_METHODS`, and `external_instance_event`
+ * (`received` hands the arguments as sent to the control plane).
+ */
+export function unsupportedMethods(c: UnsupportedContext, received: (sent: Readonly<Record<string, unknown>>) => void): ComputeMethod[] {
+  const rows = Object.entries(UNSUPPORTED_METHODS).map(([name, how]) =>
+    method({
+      name,
+      ...NOVA_COMPUTE_API,
+      // A cast that puts the instance in ERROR is replayed after a crash; the others change nothing here.
+      journaled: how.kind === 'error',
+      args: { instance: A.instanceRef, ...unread(...how.args) },
+      key: instanceKey,
+      handle: (a, call) => {
+        received(call.sent);
+        return refuseUnsupported(c, name, a.instance.uuid, call.context);
+      },
+    }),
+  );
+  return [...rows, externalEvents(c)];
+}
