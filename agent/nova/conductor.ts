@@ -63,8 +63,14 @@ export interface Conductor {
   useObjectVersions(versions: ObjectVersions): void;
   ping(ctx: RpcContext, timeoutMs?: number): Promise<void>;
   classAction(ctx: RpcContext, objname: string, method: string, args: readonly unknown[], kwargs?: Readonly<Record<string, unknown>>): Promise<unknown>;
-  objectAction(ctx: RpcContext, objinst: Readonly<Record<string, unknown>>, method: string, args?: readonly unknown[], kwargs?: Readonly<Record<string, unknown>>): Promise<ObjectActionReply>;
+  /** `opts.timeoutMs` bounds this one call (the heartbeat's is shorter than its interval). */
+  objectAction(ctx: RpcContext, objinst: Readonly<Record<string, unknown>>, method: string, args?: readonly unknown[], kwargs?: Readonly<Record<string, unknown>>, opts?: CallBound): Promise<ObjectActionReply>;
   schedulerFanout(ctx: RpcContext, method: string, args: Readonly<Record<string, unknown>>): Promise<void>;
+}
+
+/** How long one call waits for its reply, when not the client's `rpc_response_timeout`. */
+export interface CallBound {
+  readonly timeoutMs?: number;
 }
 
 /** Ownership: borrows the RPC client. Concurrency: any number of calls at once. */
@@ -105,10 +111,10 @@ export class ConductorClient implements Conductor {
   }
 
   /** A remotable method on `objinst` (a primitive with its `nova_object.changes`). @throws ConductorError */
-  async objectAction(ctx: RpcContext, objinst: Readonly<Record<string, unknown>>, method: string, args: readonly unknown[] = [], kwargs: Readonly<Record<string, unknown>> = {}): Promise<ObjectActionReply> {
+  async objectAction(ctx: RpcContext, objinst: Readonly<Record<string, unknown>>, method: string, args: readonly unknown[] = [], kwargs: Readonly<Record<string, unknown>> = {}, opts: CallBound = {}): Promise<ObjectActionReply> {
     const objName = objinst['nova_object.name'];
     const name = typeof objName === 'string' ? objName : 'object';
-    const reply = await this.call(ctx, `${name}.${method}`, 'object_action', { objinst, objmethod: method, args, kwargs });
+    const reply = await this.call(ctx, `${name}.${method}`, 'object_action', { objinst, objmethod: method, args, kwargs }, opts.timeoutMs);
     if (!Array.isArray(reply) || reply.length !== 2 || typeof reply[0] !== 'object' || reply[0] === null) {
       throw new ConductorError('BadReply', `${name}.${method}`, `expected [updates, result], got ${JSON.stringify(reply)?.slice(0, 200)}`);
     }
@@ -120,10 +126,10 @@ export class ConductorClient implements Conductor {
     return this.o.client.cast({ topic: SCHEDULER_TOPIC, exchange: this.o.exchange, fanout: true, version: SCHEDULER_VERSION }, method, args, { context: ctx });
   }
 
-  private async call(ctx: RpcContext, what: string, method: string, args: Readonly<Record<string, unknown>>): Promise<unknown> {
+  private async call(ctx: RpcContext, what: string, method: string, args: Readonly<Record<string, unknown>>, timeoutMs = this.o.timeoutMs): Promise<unknown> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.o.client.call({ topic: CONDUCTOR_TOPIC, exchange: this.o.exchange, version: CONDUCTOR_VERSION }, method, args, { context: ctx, timeoutMs: this.o.timeoutMs });
+        return await this.o.client.call({ topic: CONDUCTOR_TOPIC, exchange: this.o.exchange, version: CONDUCTOR_VERSION }, method, args, { context: ctx, timeoutMs });
       } catch (e) {
         if (!(e instanceof RemoteError)) throw e;
         if (TRANSIENT.has(e.className) && attempt < RETRIES) {

@@ -19,7 +19,7 @@
  * A failed heartbeat is logged and retried on the next tick; it never stops the agent.
  */
 import type { Logger } from '../../lib/logging/logger';
-import { ConductorError, type Conductor } from './conductor';
+import { ConductorError, type CallBound, type Conductor } from './conductor';
 import { serviceContext } from '../rpc/oslo/context';
 import type { RpcContext } from '../rpc/oslo/messages';
 import { RpcTimeoutError } from '../rpc/oslo/errors';
@@ -61,7 +61,7 @@ export interface NovaServiceOptions {
   readonly hostIp: string;
   readonly reportIntervalMs: number;
   readonly logger: Logger;
-  /** How long each start-up ping waits for a conductor's answer before it is sent again. */
+  /** `rpc_response_timeout`: how long each start-up ping waits for a conductor's answer before it is sent again, and the longest a heartbeat waits. */
   readonly pingTimeoutMs?: number;
 }
 
@@ -226,13 +226,18 @@ export class NovaService {
     this.timer = undefined;
   }
 
-  /** One heartbeat: `report_count` + 1. Never throws; a missed beat is logged. */
+  /**
+   * One heartbeat: `report_count` + 1. Never throws; a missed beat is logged. Its call waits at
+   * most one `report_interval` (or `rpc_response_timeout`, if shorter): a reply lost while the
+   * conductor restarts must not hold the next beat back until nova counts the host down.
+   */
   async beat(): Promise<void> {
     if (this.beating || !this.service) return;
     this.beating = true;
     try {
       const count = Number(dataOf(this.service, 'Service').report_count ?? 0);
-      await this.saveService({ report_count: count + 1 });
+      const timeoutMs = Math.min(this.o.reportIntervalMs, this.o.pingTimeoutMs ?? Number.POSITIVE_INFINITY);
+      await this.saveService({ report_count: count + 1 }, { timeoutMs });
     } catch (e) {
       this.log.warn({ reason: e instanceof Error ? e.message : String(e) }, 'service heartbeat failed; retrying on the next interval');
     } finally {
@@ -254,11 +259,11 @@ export class NovaService {
     return release;
   }
 
-  private async saveService(updates: Readonly<Record<string, unknown>>): Promise<void> {
+  private async saveService(updates: Readonly<Record<string, unknown>>, bound: CallBound = {}): Promise<void> {
     const base = this.service;
     if (!base) return;
     const obj = { ...base, 'nova_object.data': { ...dataOf(base, 'Service'), ...updates }, 'nova_object.changes': Object.keys(updates) };
-    const reply = await this.o.conductor.objectAction(serviceContext(), obj, 'save');
+    const reply = await this.o.conductor.objectAction(serviceContext(), obj, 'save', [], {}, bound);
     this.service = applyUpdates({ ...obj, 'nova_object.changes': [] }, reply.updates);
   }
 

@@ -9,7 +9,7 @@
  * version. Every call is recorded.
  */
 import { randomUUID } from 'node:crypto';
-import { ConductorError, type Conductor, type ObjectActionReply } from '../../agent/nova/conductor';
+import { ConductorError, type CallBound, type Conductor, type ObjectActionReply } from '../../agent/nova/conductor';
 import type { RpcContext } from '../../agent/rpc/oslo/messages';
 import { ZED, type NovaRelease, type ObjectVersions } from '../../agent/nova/releases';
 
@@ -23,6 +23,8 @@ export interface ConductorCall {
   readonly args?: readonly unknown[];
   readonly kwargs?: Readonly<Record<string, unknown>>;
   readonly ctx: RpcContext;
+  /** The bound the caller set on this call's wait for a reply, if any. */
+  readonly timeoutMs?: number;
 }
 
 const atLeast = (version: string, major: number, minor: number): boolean => {
@@ -107,10 +109,10 @@ export class FakeConductor implements Conductor {
     return Promise.resolve(null); // InstanceActionEvent.*: nothing to return (want_result false)
   }
 
-  objectAction(ctx: RpcContext, objinst: Readonly<Record<string, unknown>>, method: string, _args: readonly unknown[] = [], kwargs: Readonly<Record<string, unknown>> = {}): Promise<ObjectActionReply> {
+  objectAction(ctx: RpcContext, objinst: Readonly<Record<string, unknown>>, method: string, _args: readonly unknown[] = [], kwargs: Readonly<Record<string, unknown>> = {}, bound: CallBound = {}): Promise<ObjectActionReply> {
     const name = String(objinst['nova_object.name']);
     const changes = (objinst['nova_object.changes'] as string[] | undefined) ?? [];
-    this.calls.push({ kind: 'object', what: `${name}.${method}`, changes, kwargs, ctx });
+    this.calls.push({ kind: 'object', what: `${name}.${method}`, changes, kwargs, ctx, timeoutMs: bound.timeoutMs });
     const data = dataOf(objinst);
     const changed: Data = Object.fromEntries(changes.map((k) => [k, data[k]]));
     if (method === 'create') {

@@ -57,6 +57,18 @@ describe('nova service registration', () => {
     expect(saves.map((x) => x.changes)).toEqual([['report_count'], ['report_count']]);
     expect(c.services.get('cmp-1/nova-compute')).toMatchObject({ report_count: 2, last_seen_up: expect.any(String) as string });
   });
+
+  test("a heartbeat waits for its reply at most one report_interval (rpc_response_timeout if shorter), so a lost reply never holds the next beat back", async () => {
+    const timeouts = async (reportIntervalMs: number, pingTimeoutMs: number): Promise<unknown[]> => {
+      const c = new FakeConductor();
+      const s = new NovaService({ conductor: c, host: 'cmp-1', serviceVersion: 'auto', hostIp: '192.0.2.10', reportIntervalMs, pingTimeoutMs, logger: silentLogger() });
+      await s.register();
+      await s.beat();
+      return c.calls.filter((x) => x.what === 'Service.save').map((x) => x.timeoutMs);
+    };
+    expect(await timeouts(10_000, 60_000)).toEqual([10_000]);
+    expect(await timeouts(120_000, 60_000)).toEqual([60_000]);
+  });
 });
 
 test('usage reports save what changed on the ComputeNode, and nothing when nothing changed', async () => {
