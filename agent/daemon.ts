@@ -158,7 +158,7 @@ export class Daemon {
     });
     this.manager = manager;
     const methods = computeMethods(manager);
-    registerMethods(dispatcher, methods);
+    registerMethods(dispatcher, methods, (uuid, method, ctx) => manager.controlPlane.lost(uuid, method, ctx));
     if (this.stopping.signal.aborted) throw new StartupError('stopping before the RPC server started');
     if (!nova) await this.connect(rpc, attempts);
     await recover(manager.context, journal, methods);

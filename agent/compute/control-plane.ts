@@ -25,6 +25,12 @@ export interface ControlPlane {
   step(rec: InstanceRecord, step: FlowStep, ctx: RequestContext, fault?: string): Promise<void>;
   /** `terminate_instance` finished: the instance is gone from this host (`rec`: what was known). Never throws. */
   deleted(uuid: string, rec: InstanceRecord | undefined, ctx: RequestContext): Promise<void>;
+  /**
+   * A cast of `method` named `uuid`, an instance this host has no record of, and was not done: a
+   * control plane that set a task state before casting must not keep it (nova mode: ERROR with a
+   * fault saying so). Never throws.
+   */
+  lost(uuid: string, method: string, ctx: RequestContext): Promise<void>;
   /** The instance argument of a message to another compute host. */
   instanceArg(rec: InstanceRecord, flavor?: Flavor): Record<string, unknown>;
   /** The instance argument for an instance this host no longer has a record of. */
@@ -69,6 +75,11 @@ export class NotifierControlPlane implements ControlPlane {
 
   async deleted(_uuid: string, rec: InstanceRecord | undefined, ctx: RequestContext): Promise<void> {
     if (rec) await this.step({ ...rec, ...stateAfter('delete.end', rec) }, 'delete.end', ctx);
+  }
+
+  /** Standalone casters set no task state; the RPC server logs the cast's failure. */
+  lost(): Promise<void> {
+    return Promise.resolve();
   }
 
   instanceArg(rec: InstanceRecord, flavor?: Flavor): Record<string, unknown> {

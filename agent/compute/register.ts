@@ -11,6 +11,7 @@ import { AllocationConflictError, ClaimMismatchError, InsufficientResourcesError
 import { MigrationPreCheckError } from '../../virt-drivers/errors';
 import { ArgumentError } from './decode';
 import type { ComputeMethod } from './method-table';
+import type { RequestContext } from './ports';
 import { InstanceNotFoundError, InvalidStateError } from '../../model/instance';
 
 /** Our errors as nova.exception failures. */
@@ -27,8 +28,15 @@ export function toNovaError(e: unknown): unknown {
   return e;
 }
 
-/** Registers every row on `dispatcher`. @throws RegistrationError for a duplicate or malformed row */
-export function registerMethods(dispatcher: Dispatcher, rows: readonly ComputeMethod[]): Dispatcher {
+/** Called when a cast about an instance failed because this host has no record of the instance. */
+export type UnknownInstanceCast = (uuid: string, method: string, ctx: RequestContext) => Promise<void>;
+
+/**
+ * Registers every row on `dispatcher`; a cast of an instance row that finds no record of its
+ * instance is handed to `unknownInstance` (nobody hears a cast's failure, and its caller may have
+ * set a task state). @throws RegistrationError for a duplicate or malformed row
+ */
+export function registerMethods(dispatcher: Dispatcher, rows: readonly ComputeMethod[], unknownInstance?: UnknownInstanceCast): Dispatcher {
   for (const row of rows) {
     dispatcher.register({
       name: row.name,
@@ -41,6 +49,8 @@ export function registerMethods(dispatcher: Dispatcher, rows: readonly ComputeMe
         try {
           return await row.handle(a, { context: call.context, sent: call.args });
         } catch (e) {
+          const uuid = row.key?.(a);
+          if (e instanceof InstanceNotFoundError && !call.isCall && uuid !== undefined) await unknownInstance?.(uuid, row.name, call.context);
           throw toNovaError(e);
         }
       },

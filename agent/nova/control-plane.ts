@@ -112,6 +112,29 @@ export class NovaControlPlane implements ControlPlane {
     }
   }
 
+  /**
+   * ERROR with a fault, task state cleared (nova's API set it before casting), when nova places the
+   * instance on this host; an instance nova places elsewhere (a cast that crossed a move) is left.
+   */
+  async lost(uuid: string, method: string, ctx: RequestContext): Promise<void> {
+    try {
+      const inst = this.instances.get(uuid) ?? (await this.fetchInstance(ctx, uuid));
+      const on = inst ? (inst['nova_object.data'] as Fields).host : undefined;
+      if (on !== this.o.host) {
+        this.log.warn({ instance: uuid, method, nova_host: on ?? null }, 'a cast named an instance this host has no record of, and nova does not place here; left as nova has it');
+        return;
+      }
+      const fault = `${method} not done: instance ${uuid} is not on compute-agent host ${this.o.host}`;
+      await this.saveInstance(ctx, uuid, { fields: { vm_state: 'error', task_state: null } });
+      await this.createFault(ctx, uuid, fault);
+      this.log.warn({ instance: uuid, method }, `${fault}; put in ERROR`);
+    } catch (e) {
+      this.log.warn({ instance: uuid, method, reason: e instanceof Error ? e.message : String(e) }, 'nova-conductor did not take the ERROR of an instance this host has no record of');
+    } finally {
+      this.instances.delete(uuid);
+    }
+  }
+
   instanceArg(rec: InstanceRecord, flavor?: Flavor): Record<string, unknown> {
     const inst = this.instances.get(rec.uuid);
     if (!inst) return { uuid: rec.uuid, display_name: rec.name, project_id: rec.project_id, user_id: rec.user_id, flavor: flavor ?? rec.flavor, vm_state: rec.vm_state };

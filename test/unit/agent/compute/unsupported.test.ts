@@ -50,7 +50,10 @@ const info = (r: RpcRequest): CallInfo => ({ method: r.method, version: r.versio
 
 async function setup(c?: FakeConductor) {
   const { host, peers, api } = await singleHost('host-u', c);
-  const dispatcher = registerMethods(new Dispatcher(), [...hostMethods({ hostUptime: async () => 'up' }), ...computeMethods(host.manager)]);
+  // As the daemon registers them: a cast naming an instance with no record here goes to the control plane.
+  const dispatcher = registerMethods(new Dispatcher(), [...hostMethods({ hostUptime: async () => 'up' }), ...computeMethods(host.manager)], (u, m, ctx) =>
+    host.manager.controlPlane.lost(u, m, ctx),
+  );
   const run = (r: RpcRequest): Promise<unknown> => dispatcher.resolve(r).invoke(info(r));
   return { host, peers, dispatcher, run, api };
 }
@@ -152,5 +155,32 @@ describe('nova mode', () => {
     expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
     expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
     expect(c.faults.map((f) => f.message)).toEqual(['compute-agent does not implement set_admin_password']);
+  });
+
+  test('a cast naming an instance nova places here but this host has no record of: ERROR with a fault, task state cleared', async () => {
+    const c = new FakeConductor();
+    const { run } = await setup(c);
+    const uuid = randomUUID();
+    c.instance({ id: 41, uuid, host: 'host-u', node: 'host-u', vm_state: 'active', task_state: 'powering-off' });
+    await expect(run(req('stop_instance', { instance: { uuid }, clean_shutdown: true }))).rejects.toMatchObject({ className: 'InstanceNotFound' });
+    expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'error', task_state: null });
+    expect(c.faults).toEqual([expect.objectContaining({ instance_uuid: uuid, host: 'host-u', message: `stop_instance not done: instance ${uuid} is not on compute-agent host host-u` })]);
+    // Unimplemented methods take the same way for an instance with no record.
+    c.instances.get(uuid)!.task_state = 'pausing';
+    await expect(run(req('pause_instance', { instance: { uuid } }))).rejects.toMatchObject({ className: 'InstanceNotFound' });
+    expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'error', task_state: null });
+    expect(c.faults).toHaveLength(2);
+  });
+
+  test('a cast naming an instance nova places on another host (it crossed a move) changes nothing in nova; a call is only refused', async () => {
+    const c = new FakeConductor();
+    const { run } = await setup(c);
+    const uuid = randomUUID();
+    c.instance({ id: 42, uuid, host: 'host-other', node: 'host-other', vm_state: 'active', task_state: 'powering-on' });
+    await expect(run(req('start_instance', { instance: { uuid } }))).rejects.toMatchObject({ className: 'InstanceNotFound' });
+    await expect(run(req('get_console_output', { instance: { uuid }, tail_length: 10 }, true))).rejects.toMatchObject({ className: 'InstanceNotFound' });
+    expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'active', task_state: 'powering-on' });
+    expect(c.faults).toEqual([]);
+    expect(c.names((x) => x.kind === 'object')).toEqual([]);
   });
 });
