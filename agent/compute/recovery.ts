@@ -81,6 +81,7 @@ export async function recover(c: RecoveryContext, journal: PendingRequests, meth
       erroredBuilds.push(rec.uuid);
     } else if (allows(rec, 'init_host.reset')) {
       await c.save(transition(rec, 'init_host.reset'));
+      await c.notify(rec, 'init_host.reset', none);
     }
   }
 

@@ -195,7 +195,7 @@ export const TRANSITIONS = table({
   'unsupported.call': { method: 'unsupported_method', from: { vm: 'any', task: 'any' }, to: {}, notify: 'none', nova: { instance: [{ set: { task_state: null }, expected: ['updating_password'] }], fault: true } },
   // ---- start-up recovery (nova's init_host) ----
   /** A task a request no longer in the journal left behind, on an instance not moving. */
-  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning'], move: 'none' }, to: { task: null }, notify: 'none' },
+  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning'], move: 'none' }, to: { task: null }, notify: 'none', nova: { instance: [{ set: { task_state: 'state' } }] } },
   /** The guest of an ACTIVE instance is gone from the hypervisor. */
   'power_off.error': { method: 'init_host', from: { vm: ['active'], task: 'any', move: 'none' }, to: { vm: 'error', task: null, power: 'nostate' }, notify: 'ERROR', nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }] } },
 });
