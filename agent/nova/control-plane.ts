@@ -9,7 +9,8 @@
  *
  * Objects are saved from the primitives nova sent with the request (`received`), so fields this
  * agent does not model (flavor ids, system metadata, the migration's id) go back unchanged and
- * only the named `changes` are written. Objects move between hosts as those primitives too.
+ * only the named `changes` are written (the latest of each is kept in `object-cache.ts`). Objects
+ * move between hosts as those primitives too.
  *
  * A failed write is logged, never thrown: a flow that has already changed the host does not undo
  * it because the conductor was unreachable (nova's periodic tasks would heal the record; the
@@ -24,6 +25,7 @@ import type { Logger } from '../../lib/logging/logger';
 import type { Conductor } from './conductor';
 import { ConductorError } from './conductor';
 import { applyUpdates, hasField, isPrimitive, novaTime, primitive, withChanges, type Primitive } from './objects';
+import { elevated, NovaObjectCache } from './object-cache';
 
 type Fields = Readonly<Record<string, unknown>>;
 
@@ -59,19 +61,19 @@ type InstanceSave = ({ readonly fields: Fields } | { readonly set: Readonly<Reco
   readonly expected?: string | null | ReadonlyArray<string | null>;
 };
 
-/** Ownership: keeps the latest primitive of each instance and migration this host is working on. */
+/** Ownership: owns the object cache and the new flavors of moves in progress. */
 export class NovaControlPlane implements ControlPlane {
   readonly schedulerClaims = true;
   /** Called after a step that changed what this host's instances use (the daemon reports usage). */
   onUsageChanged: (() => void) | undefined;
-  private readonly instances = new Map<string, Primitive>();
-  private readonly migrations = new Map<string, Primitive>();
+  private readonly objects: NovaObjectCache;
   /** The Flavor a resize or migration goes to, per instance (prep_resize's `flavor`). */
   private readonly newFlavors = new Map<string, Primitive>();
   private readonly log: Logger;
 
   constructor(private readonly o: NovaControlPlaneOptions) {
     this.log = o.logger.child({ component: 'nova-control-plane' });
+    this.objects = new NovaObjectCache(o.conductor, this.log);
   }
 
   received(args: Readonly<Record<string, unknown>>): void {
@@ -79,14 +81,14 @@ export class NovaControlPlane implements ControlPlane {
     if (isPrimitive(inst, 'Instance')) {
       const uuid = (inst['nova_object.data'] as Fields).uuid;
       if (typeof uuid === 'string') {
-        this.instances.set(uuid, inst);
+        this.objects.keepInstance(uuid, inst);
         if (isPrimitive(args.flavor, 'Flavor')) this.newFlavors.set(uuid, args.flavor);
       }
     }
     const mig = args.migration;
     if (isPrimitive(mig, 'Migration')) {
       const uuid = (mig['nova_object.data'] as Fields).uuid;
-      if (typeof uuid === 'string') this.migrations.set(uuid, mig);
+      if (typeof uuid === 'string') this.objects.keepMigration(uuid, mig);
     }
   }
 
@@ -101,13 +103,13 @@ export class NovaControlPlane implements ControlPlane {
 
   async deleted(uuid: string, rec: InstanceRecord | undefined, ctx: RequestContext): Promise<void> {
     try {
-      const known = this.instances.has(uuid);
+      const known = this.objects.instance(uuid) !== undefined;
       if (!known) this.log.warn({ instance: uuid }, 'terminate without the Instance object; nothing to destroy in nova');
       await this.perform('delete.end', { uuid, state: stateAfter('delete.end', rec), migration: rec?.migration }, ctx, undefined, known);
     } catch (e) {
       this.log.warn({ instance: uuid, had_record: rec !== undefined, reason: e instanceof Error ? e.message : String(e) }, 'nova-conductor did not take the delete');
     } finally {
-      this.instances.delete(uuid);
+      this.objects.forgetInstance(uuid);
       this.onUsageChanged?.();
     }
   }
@@ -118,7 +120,7 @@ export class NovaControlPlane implements ControlPlane {
    */
   async lost(uuid: string, method: string, ctx: RequestContext): Promise<void> {
     try {
-      const inst = this.instances.get(uuid) ?? (await this.fetchInstance(ctx, uuid));
+      const inst = await this.objects.instanceOrRead(ctx, uuid);
       const on = inst ? (inst['nova_object.data'] as Fields).host : undefined;
       if (on !== this.o.host) {
         this.log.warn({ instance: uuid, method, nova_host: on ?? null }, 'a cast named an instance this host has no record of, and nova does not place here; left as nova has it');
@@ -131,23 +133,23 @@ export class NovaControlPlane implements ControlPlane {
     } catch (e) {
       this.log.warn({ instance: uuid, method, reason: e instanceof Error ? e.message : String(e) }, 'nova-conductor did not take the ERROR of an instance this host has no record of');
     } finally {
-      this.instances.delete(uuid);
+      this.objects.forgetInstance(uuid);
     }
   }
 
   instanceArg(rec: InstanceRecord, flavor?: Flavor): Record<string, unknown> {
-    const inst = this.instances.get(rec.uuid);
+    const inst = this.objects.instance(rec.uuid);
     if (!inst) return { uuid: rec.uuid, display_name: rec.name, project_id: rec.project_id, user_id: rec.user_id, flavor: flavor ?? rec.flavor, vm_state: rec.vm_state };
     return { ...inst, 'nova_object.changes': [] };
   }
 
   instanceRef(uuid: string): Record<string, unknown> {
-    const inst = this.instances.get(uuid);
+    const inst = this.objects.instance(uuid);
     return inst ? { ...inst, 'nova_object.changes': [] } : { uuid };
   }
 
   migrationArg(m: MigrationRecord | DecodedMigration): Record<string, unknown> {
-    const mig = this.migrations.get(m.uuid);
+    const mig = this.objects.migration(m.uuid);
     if (mig) return { ...mig, 'nova_object.changes': [] };
     return { uuid: m.uuid, migration_type: 'type' in m ? m.type : m.migration_type, source_compute: m.source_compute, dest_compute: m.dest_compute };
   }
@@ -157,7 +159,7 @@ export class NovaControlPlane implements ControlPlane {
     const w = rowOf(step).nova;
     if (!w) return;
     if (w.migration) {
-      const uuid = s.migration?.uuid ?? (w.migration.orLatest ? this.lastMigrationOf(s.uuid) : undefined);
+      const uuid = s.migration?.uuid ?? (w.migration.orLatest ? this.objects.lastMigrationOf(s.uuid) : undefined);
       await this.saveMigration(ctx, uuid, s, w.migration.set ?? {}, w.migration.status);
     }
     let saved: Primitive | undefined;
@@ -178,7 +180,7 @@ export class NovaControlPlane implements ControlPlane {
    */
   private async fanout(ctx: RequestContext, method: string, args: Fields): Promise<void> {
     try {
-      await this.o.conductor.schedulerFanout(this.admin(ctx), method, args);
+      await this.o.conductor.schedulerFanout(elevated(ctx), method, args);
     } catch (e) {
       this.log.warn({ method, reason: e instanceof Error ? e.message : String(e) }, 'scheduler fanout not sent; the schedulers learn it at their next host sync');
     }
@@ -191,11 +193,11 @@ export class NovaControlPlane implements ControlPlane {
       if (flavor) await this.saveInstance(ctx, uuid, { fields: { new_flavor: { ...flavor, 'nova_object.changes': [] } } });
     },
     destroy: async (ctx, uuid, saved) => {
-      const inst = saved ?? this.instances.get(uuid);
-      if (inst) await this.o.conductor.objectAction(this.admin(ctx), inst, 'destroy');
+      const inst = saved ?? this.objects.instance(uuid);
+      if (inst) await this.o.conductor.objectAction(elevated(ctx), inst, 'destroy');
     },
     forget_instance: (_ctx, uuid) => {
-      this.instances.delete(uuid);
+      this.objects.forgetInstance(uuid);
       return Promise.resolve();
     },
   };
@@ -219,15 +221,15 @@ export class NovaControlPlane implements ControlPlane {
         case 'move_dest_node_id':
           return this.destNodeId(ctx, s);
         case 'flavor':
-          return this.field(s.uuid, 'flavor');
+          return this.objects.field(s.uuid, 'flavor');
         case 'old_flavor':
-          return this.field(s.uuid, 'old_flavor') ?? this.field(s.uuid, 'flavor');
+          return this.objects.field(s.uuid, 'old_flavor') ?? this.objects.field(s.uuid, 'flavor');
         case 'new_flavor':
           return this.newFlavorOf(s.uuid);
         case 'new_flavor_field':
           return flavorSize(this.newFlavorOf(s.uuid), field);
         case 'old_flavor_field':
-          return flavorSize(this.field(s.uuid, 'old_flavor') ?? this.field(s.uuid, 'flavor'), field);
+          return flavorSize(this.objects.field(s.uuid, 'old_flavor') ?? this.objects.field(s.uuid, 'flavor'), field);
         default:
           return v;
       }
@@ -243,12 +245,12 @@ export class NovaControlPlane implements ControlPlane {
    * node nova has for the destination host. Undefined when neither is known (nothing is written).
    */
   private async destNodeId(ctx: RequestContext, s: Subject): Promise<number | undefined> {
-    const mig = s.migration ? this.migrations.get(s.migration.uuid) : undefined;
+    const mig = s.migration ? this.objects.migration(s.migration.uuid) : undefined;
     const id = mig ? (mig['nova_object.data'] as Fields).dest_compute_id : undefined;
     if (typeof id === 'number') return id;
     const dest = s.migration?.dest_compute;
     if (!dest) return undefined;
-    const node = await this.o.conductor.classAction(this.admin(ctx), 'ComputeNode', 'get_by_host_and_nodename', [dest, dest]).catch((e: unknown) => {
+    const node = await this.o.conductor.classAction(elevated(ctx), 'ComputeNode', 'get_by_host_and_nodename', [dest, dest]).catch((e: unknown) => {
       if (!(e instanceof ConductorError)) throw e;
       this.log.warn({ host: dest, reason: e.message }, "cannot read the destination's compute node from nova");
       return undefined;
@@ -259,71 +261,34 @@ export class NovaControlPlane implements ControlPlane {
 
   /** `Instance.save` from the latest primitive; returns the saved primitive, or undefined without one. */
   private async saveInstance(ctx: RequestContext, uuid: string, save: InstanceSave): Promise<Primitive | undefined> {
-    const base = this.instances.get(uuid) ?? (await this.fetchInstance(ctx, uuid));
+    const base = await this.objects.instanceOrRead(ctx, uuid);
     if (!base) {
       this.log.warn({ instance: uuid, fields: Object.keys('fields' in save ? save.fields : save.set) }, 'no Instance object from nova for this instance; save skipped');
       return undefined;
     }
     const obj = withChanges(base, 'fields' in save ? save.fields : await this.values(ctx, save.set, save.subject, base));
     const kwargs = save.expected === undefined ? {} : { expected_task_state: save.expected };
-    const reply = await this.o.conductor.objectAction(this.admin(ctx), obj, 'save', [], kwargs);
+    const reply = await this.o.conductor.objectAction(elevated(ctx), obj, 'save', [], kwargs);
     const next = applyUpdates(obj, reply.updates);
-    this.instances.set(uuid, next);
+    this.objects.keepInstance(uuid, next);
     return next;
   }
 
   private async saveMigration(ctx: RequestContext, uuid: string | undefined, s: Subject, set: Readonly<Record<string, NovaValue>>, status: string | undefined): Promise<void> {
-    const base = uuid ? (this.migrations.get(uuid) ?? (await this.fetchMigration(ctx, uuid))) : undefined;
+    const base = uuid ? await this.objects.migrationOrRead(ctx, uuid) : undefined;
     if (!base || !uuid) {
       this.log.warn({ migration: uuid, fields: Object.keys(set) }, 'no Migration object from nova for this move; save skipped');
       return;
     }
     const obj = withChanges(base, { ...(await this.values(ctx, set, s, base)), ...(status === undefined ? {} : { status }) });
-    const reply = await this.o.conductor.objectAction(this.admin(ctx), obj, 'save');
-    this.migrations.set(uuid, applyUpdates(obj, reply.updates));
-  }
-
-  /**
-   * The Instance from nova when no request brought it (a step resumed after a restart: the objects
-   * of requests in flight are not kept across restarts).
-   */
-  private async fetchInstance(ctx: RequestContext, uuid: string): Promise<Primitive | undefined> {
-    const got = await this.o.conductor.classAction(this.admin(ctx), 'Instance', 'get_by_uuid', [uuid], { expected_attrs: ['flavor', 'system_metadata'] }).catch((e: unknown) => {
-      this.log.warn({ instance: uuid, reason: e instanceof Error ? e.message : String(e) }, 'cannot read the Instance from nova');
-      return undefined;
-    });
-    if (!isPrimitive(got, 'Instance')) return undefined;
-    this.instances.set(uuid, got);
-    return got;
-  }
-
-  /** The Migration from nova when no request brought it (resumed after a restart). */
-  private async fetchMigration(ctx: RequestContext, uuid: string): Promise<Primitive | undefined> {
-    const got = await this.o.conductor.classAction(this.admin(ctx), 'Migration', 'get_by_uuid', [uuid]).catch((e: unknown) => {
-      this.log.warn({ migration: uuid, reason: e instanceof Error ? e.message : String(e) }, 'cannot read the Migration from nova');
-      return undefined;
-    });
-    if (!isPrimitive(got, 'Migration')) return undefined;
-    this.migrations.set(uuid, got);
-    return got;
+    const reply = await this.o.conductor.objectAction(elevated(ctx), obj, 'save');
+    this.objects.keepMigration(uuid, applyUpdates(obj, reply.updates));
   }
 
   /** The Flavor a move of `uuid` goes to: the Instance's new_flavor, else prep_resize's flavor. */
   private newFlavorOf(uuid: string): unknown {
     const stashed = this.newFlavors.get(uuid);
-    return this.field(uuid, 'new_flavor') ?? (stashed ? { ...stashed, 'nova_object.changes': [] } : undefined);
-  }
-
-  /** A field of the latest Instance primitive (nested objects as primitives). */
-  private field(uuid: string, name: string): unknown {
-    const inst = this.instances.get(uuid);
-    return inst ? (inst['nova_object.data'] as Fields)[name] : undefined;
-  }
-
-  private lastMigrationOf(instance: string): string | undefined {
-    let found: string | undefined;
-    for (const [uuid, m] of this.migrations) if ((m['nova_object.data'] as Fields).instance_uuid === instance) found = uuid;
-    return found;
+    return this.objects.field(uuid, 'new_flavor') ?? (stashed ? { ...stashed, 'nova_object.changes': [] } : undefined);
   }
 
   /**
@@ -332,19 +297,14 @@ export class NovaControlPlane implements ControlPlane {
    */
   private async createFault(ctx: RequestContext, uuid: string, message: string): Promise<void> {
     const data = { host: this.o.host, instance_uuid: uuid, message: message.slice(0, FAULT_MESSAGE_CHARS), code: 500, details: '' };
-    await this.o.conductor.objectAction(this.admin(ctx), primitive('InstanceFault', data, this.o.conductor.objectVersions), 'create');
+    await this.o.conductor.objectAction(elevated(ctx), primitive('InstanceFault', data, this.o.conductor.objectVersions), 'create');
   }
 
   /** `InstanceActionEvent.event_start` / `event_finish_with_failure`, under the request's own id (nova finds the action by it). */
   private async event(ctx: RequestContext, uuid: string, name: string, phase: 'start' | 'finish', failure?: string): Promise<void> {
-    const c = this.admin(ctx);
+    const c = elevated(ctx);
     if (phase === 'start') await this.o.conductor.classAction(c, 'InstanceActionEvent', 'event_start', [uuid, name], { want_result: false, host: this.o.host });
     else await this.o.conductor.classAction(c, 'InstanceActionEvent', 'event_finish_with_failure', [uuid, name], { exc_val: failure ?? null, exc_tb: null, want_result: false });
-  }
-
-  /** nova-compute writes with its service authority on behalf of the request (`context.elevated()`). */
-  private admin(ctx: RequestContext): RequestContext {
-    return { ...ctx, is_admin: true };
   }
 
   private now(): Date {
