@@ -7,10 +7,8 @@
  */
 import type { MdevTypeFacts } from './facts';
 import type { HostFs } from './host-fs';
+import { naturalCompare } from './natural-order';
 import { parseIntStrict } from './probe';
-
-/** Natural order (nvidia-9 before nvidia-10); one collator, built once. */
-const natural = new Intl.Collator('en', { numeric: true }).compare;
 
 export const MDEV_BUS = '/sys/class/mdev_bus';
 
@@ -38,5 +36,5 @@ export async function readMdevTypes(fs: HostFs, address: string): Promise<MdevTy
       };
     }),
   );
-  return out.sort((a, b) => natural(a.type, b.type));
+  return out.sort((a, b) => naturalCompare(a.type, b.type));
 }

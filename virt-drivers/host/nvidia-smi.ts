@@ -11,11 +11,9 @@
  */
 import { CommandFailedError, type Exec } from './exec';
 import type { MigProfileFacts } from './facts';
+import { naturalCompare } from './natural-order';
 import { normalizePciAddress } from './pci';
 import { ProbeDataError } from './probe';
-
-/** Natural order (nvidia-9 before nvidia-10); one collator, built once. */
-const natural = new Intl.Collator('en', { numeric: true }).compare;
 
 export const NVIDIA_SMI = 'nvidia-smi';
 
@@ -122,7 +120,7 @@ export function migProfilesByGpu(gis: GpuInstance[], withCi: Set<string>): Map<n
   for (const [gpu, perGpu] of counts) {
     out.set(
       gpu,
-      [...perGpu].map(([profile, count]) => ({ profile, count })).sort((a, b) => natural(a.profile, b.profile)),
+      [...perGpu].map(([profile, count]) => ({ profile, count })).sort((a, b) => naturalCompare(a.profile, b.profile)),
     );
   }
   return out;
