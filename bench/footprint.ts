@@ -1,8 +1,11 @@
 /**
  * The daemon's footprint, as an operator's `ps` would see it: the built binary as a process on the
- * dev stack (fake driver), its RSS and CPU idle, with 100 instances, and during a burst of 200
- * spawns; and cold start to ready (process start to the "compute-agent up" line, which is when
- * READY=1 goes to systemd). Medians of several starts. Goal: RSS < 60 MB idle.
+ * dev stack (fake driver, NODE_OPTIONS as the unit sets them), its RSS and CPU idle, with 100
+ * instances, and during a burst of 200 spawns; and cold start to ready (process start to the
+ * "compute-agent up" line, which is when READY=1 goes to systemd). Medians of several starts.
+ * Idle RSS is read 3 s after ready and again once settled (`footprint-memory.ts` says why), split
+ * into file-backed and private memory; a second start with `--inspect` gives the V8 heap, external
+ * memory and the modules loaded. Goals: RSS < 60 MB idle, < 80 MB with 100 instances.
  * nova-compute for comparison (`docs/nova-baselines.md#placement-report-client`): 123-131 MB RSS
  * for its report client process alone.
  */
@@ -12,6 +15,7 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { agentSpec, rootOf, type AgentSpec } from './agents';
 import { ControlPlane } from './control-plane';
+import { freePort, heapBreakdown, rssSplit, settledRss, type HeapBreakdown, type RssSplit } from './footprint-memory';
 import { median, round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
 import { NoAuth } from '../tracker/placement/auth';
 import { PlacementClient } from '../tracker/placement/client';
@@ -37,10 +41,10 @@ export function statusMb(pid: number, field: 'VmRSS' | 'RssAnon'): number {
 const rssMb = (pid: number): number => statusMb(pid, 'VmRSS');
 
 /** RSS of a bare `node` idling on this machine: the floor any Node daemon starts from. */
-async function bareNodeRssMb(): Promise<number> {
+async function bareNodeRss(): Promise<RssSplit> {
   const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
   await new Promise((r) => setTimeout(r, 1500));
-  const rss = rssMb(child.pid ?? 0);
+  const rss = rssSplit(child.pid ?? 0);
   child.kill();
   return rss;
 }
@@ -50,10 +54,10 @@ function cpuSeconds(pid: number): number {
   return (Number(f[11]) + Number(f[12])) / TICK;
 }
 
-async function start(spec: AgentSpec, nodeOptions: string): Promise<{ child: ChildProcess; readyMs: number }> {
+async function start(spec: AgentSpec, nodeOptions: string, nodeArgs: readonly string[] = []): Promise<{ child: ChildProcess; readyMs: number }> {
   const t0 = Date.now();
   const env = { ...process.env, NODE_OPTIONS: nodeOptions };
-  const child = spawn(process.execPath, [BIN, 'run', '--config-file', spec.file], { stdio: ['ignore', 'pipe', 'pipe'], env });
+  const child = spawn(process.execPath, [...nodeArgs, BIN, 'run', '--config-file', spec.file], { stdio: ['ignore', 'pipe', 'pipe'], env });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
@@ -71,6 +75,20 @@ export async function stop(child: ChildProcess): Promise<void> {
   await gone;
 }
 
+/** The heap breakdown of a daemon started with `--inspect` (which costs a few MB of its own), once settled. */
+async function inspectedBreakdown(spec: AgentSpec, nodeOptions: string, settleSeconds: number): Promise<HeapBreakdown> {
+  const port = await freePort();
+  const { child } = await start(spec, nodeOptions, [`--inspect=127.0.0.1:${port}`]);
+  try {
+    await settledRss(child.pid ?? 0, settleSeconds);
+    return await heapBreakdown(port);
+  } finally {
+    await stop(child);
+  }
+}
+
+const split = (s: RssSplit): string => `${round(s.file)} / ${round(s.anon)} MB`;
+
 async function spawnMany(cp: ControlPlane, host: string, n: number): Promise<string[]> {
   const ids = Array.from({ length: n }, () => randomUUID());
   await Promise.all(ids.map((uuid) => cp.cast(host, 'build_and_run_instance', { instance: { uuid, display_name: 'fp', project_id: 'bench', user_id: 'bench', flavor: FLAVOR } })));
@@ -86,14 +104,14 @@ export async function runFootprintBench(opts: BenchOptions): Promise<BenchResult
   const readies: number[] = [];
   let child: ChildProcess | undefined;
   const nodeOptions = unitNodeOptions(readFileSync(UNIT, 'utf8'));
-  let defaultsRss = NaN;
+  const settle = opts.quick ? 20 : 30;
   try {
     await cp.start();
     // Node's own defaults first, for comparison with the unit's settings.
     const plain = await start(spec, '');
-    await new Promise((r) => setTimeout(r, 3000));
-    defaultsRss = rssMb(plain.child.pid ?? 0);
+    const defaults = (await settledRss(plain.child.pid ?? 0, settle)).settled;
     await stop(plain.child);
+    const breakdown = await inspectedBreakdown(spec, nodeOptions, settle);
     for (let i = 0; i < starts; i++) {
       const s = await start(spec, nodeOptions);
       readies.push(s.readyMs);
@@ -102,13 +120,11 @@ export async function runFootprintBench(opts: BenchOptions): Promise<BenchResult
     }
     const pid = child?.pid ?? 0;
     await new Promise((r) => setTimeout(r, 3000));
-    const idleRss = rssMb(pid);
-    const idlePrivate = statusMb(pid, 'RssAnon');
-    const bare = await bareNodeRssMb();
+    const afterStart = rssSplit(pid);
     const c0 = cpuSeconds(pid);
-    const window = opts.quick ? 3 : 10;
-    await new Promise((r) => setTimeout(r, window * 1000));
-    const idleCpu = (cpuSeconds(pid) - c0) / window;
+    const { settled: idle, series } = await settledRss(pid, settle);
+    const idleCpu = (cpuSeconds(pid) - c0) / settle;
+    const bare = await bareNodeRss();
     const hundred = await spawnMany(cp, spec.host, opts.quick ? 20 : 100);
     await new Promise((r) => setTimeout(r, 2000));
     const rss100 = rssMb(pid);
@@ -125,17 +141,22 @@ export async function runFootprintBench(opts: BenchOptions): Promise<BenchResult
     await cp.waitFor('instance.delete.end', [...hundred, ...burst], 300000);
     const n = hundred.length;
     const asShipped = `daemon, fake driver, NODE_OPTIONS=${nodeOptions || '(none)'} as the unit sets it`;
+    const b = breakdown;
     const rows: BenchRow[] = [
       { scenario: 'daemon, fake driver', metric: 'cold start to ready (median)', value: round(median(readies)), unit: 'ms' },
-      { scenario: asShipped, metric: 'RSS idle', value: round(idleRss), unit: 'MB', goal: '< 60 MB', baseline: '123-131 MB (nova report client process)' },
-      { scenario: 'daemon, fake driver, Node defaults', metric: 'RSS idle', value: round(defaultsRss), unit: 'MB' },
-      { scenario: 'daemon, fake driver', metric: 'private (anonymous) memory idle', value: round(idlePrivate), unit: 'MB' },
-      { scenario: 'bare `node -e setTimeout`', metric: 'RSS', value: round(bare), unit: 'MB' },
-      { scenario: 'daemon, fake driver', metric: 'CPU idle', value: round(idleCpu * 100, 2), unit: '% of a core' },
-      { scenario: `daemon with ${n} instances`, metric: 'RSS', value: round(rss100), unit: 'MB' },
+      { scenario: asShipped, metric: `RSS idle (settled, ${settle} s after ready)`, value: round(idle.rss), unit: 'MB', goal: '< 60 MB', baseline: '123-131 MB (nova report client process)' },
+      { scenario: asShipped, metric: 'RSS 3 s after ready (start-up garbage not yet returned)', value: round(afterStart.rss), unit: 'MB' },
+      { scenario: 'daemon, fake driver, Node defaults', metric: `RSS idle (settled, ${settle} s after ready)`, value: round(defaults.rss), unit: 'MB' },
+      { scenario: asShipped, metric: 'RSS idle: file-backed (node binary, libraries; shared) / private anonymous', value: split(idle) },
+      { scenario: 'bare `node -e setTimeout`', metric: 'RSS (file-backed / private anonymous)', value: `${round(bare.rss)} MB (${split(bare)})` },
+      { scenario: `${asShipped}, --inspect, after a full GC`, metric: 'V8 heap used / committed; external (of it ArrayBuffers)', value: `${round(b.heapUsed)} / ${round(b.heapTotal)} MB; ${round(b.external)} (${round(b.arrayBuffers)}) MB` },
+      { scenario: `${asShipped}, --inspect, after a full GC`, metric: 'private memory outside the V8 heap (malloc, stacks, inspector)', value: round(b.split.anon - b.heapTotal), unit: 'MB' },
+      { scenario: `${asShipped}, --inspect`, metric: 'modules loaded: own + node_modules / node built-ins', value: `${b.modules - b.packageModules} + ${b.packageModules} / ${b.builtins}` },
+      { scenario: 'daemon, fake driver', metric: `CPU idle (over the ${settle} s settling)`, value: round(idleCpu * 100, 2), unit: '% of a core' },
+      { scenario: `daemon with ${n} instances`, metric: 'RSS', value: round(rss100), unit: 'MB', goal: '< 80 MB' },
       { scenario: `daemon during a burst of ${burst.length} spawns`, metric: 'RSS peak / CPU', value: `${round(peak)} MB / ${round(burstCpu * 100)} % of a core` },
     ];
-    return { name: 'footprint', rows, details: { nodeOptions, defaultsRss, readies, idleRss, idlePrivate, bare, idleCpu, rss100, peak, burstCpu, burstSeconds } };
+    return { name: 'footprint', rows, details: { nodeOptions, defaults, readies, afterStart, idle, series, breakdown, bare, idleCpu, rss100, peak, burstCpu, burstSeconds } };
   } finally {
     if (child) await stop(child);
     await cp.close();

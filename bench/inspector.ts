@@ -1,10 +1,11 @@
 /**
  * A one-shot DevTools-protocol client for the benchmarks: against a Node process started with
  * `--inspect=127.0.0.1:<port>`, it forces a full garbage collection (`HeapProfiler.collectGarbage`)
- * and reads that process's `process.memoryUsage()`, so a benchmark can tell live heap and external
- * memory from what the allocator keeps in RSS. Node 20 has a WebSocket client only behind
- * `--experimental-websocket`, so the exchange runs in a child process started with that flag
- * (`node inspector.js <ws-url>`, printing one JSON line); `collectAndMeasure` does that.
+ * and evaluates one expression there, by default `process.memoryUsage()`, so a benchmark can tell
+ * live heap and external memory from what the allocator keeps in RSS. Node 20 has a WebSocket
+ * client only behind `--experimental-websocket`, so the exchange runs in a child process started
+ * with that flag (`node inspector.js <ws-url> [expression]`, printing the expression's string
+ * value as one line); `collectAndMeasure` and `collectAndEvaluate` do that.
  *
  * Not here: anything that writes to the inspected process.
  */
@@ -26,13 +27,22 @@ async function debuggerUrl(port: number): Promise<string> {
   return url;
 }
 
+const MEMORY_USAGE = 'JSON.stringify(process.memoryUsage())';
+
 /** Forces a full GC in the process inspected on `port`, then reads its memory. */
 export async function collectAndMeasure(port: number): Promise<InspectedMemory> {
+  return JSON.parse(await collectAndEvaluate(port, MEMORY_USAGE)) as InspectedMemory;
+}
+
+/**
+ * Forces a full GC in the process inspected on `port`, then evaluates `expression` in its main
+ * context; the expression must produce a string (JSON.stringify what you need), which is returned.
+ */
+export async function collectAndEvaluate(port: number, expression: string): Promise<string> {
   const url = await debuggerUrl(port);
-  const out = await new Promise<string>((resolve, reject) =>
-    execFile(process.execPath, ['--experimental-websocket', '--no-warnings', __filename, url], { timeout: 60_000 }, (err: Error | null, stdout) => (err ? reject(err) : resolve(stdout))),
+  return new Promise<string>((resolve, reject) =>
+    execFile(process.execPath, ['--experimental-websocket', '--no-warnings', __filename, url, expression], { timeout: 60_000 }, (err: Error | null, stdout) => (err ? reject(err) : resolve(stdout.trim()))),
   );
-  return JSON.parse(out) as InspectedMemory;
 }
 
 interface WebSocketLike {
@@ -44,7 +54,7 @@ interface WebSocketLike {
 }
 
 /** The child's side: one GC, one evaluation, printed. */
-async function main(url: string): Promise<void> {
+async function main(url: string, expression: string): Promise<void> {
   const Ws = (globalThis as unknown as { WebSocket?: new (u: string) => WebSocketLike }).WebSocket;
   if (!Ws) throw new Error('run with --experimental-websocket');
   const ws = new Ws(url);
@@ -65,13 +75,13 @@ async function main(url: string): Promise<void> {
     if (m.id !== undefined) pending.get(m.id)?.(m.result);
   };
   await send('HeapProfiler.collectGarbage');
-  const r = (await send('Runtime.evaluate', { expression: 'JSON.stringify(process.memoryUsage())', returnByValue: true })) as { result?: { value?: string } };
+  const r = (await send('Runtime.evaluate', { expression, returnByValue: true })) as { result?: { value?: string } };
   ws.close();
   process.stdout.write(`${r.result?.value ?? '{}'}\n`);
 }
 
 if (require.main === module) {
-  main(process.argv[2] ?? '').then(
+  main(process.argv[2] ?? '', process.argv[3] ?? MEMORY_USAGE).then(
     () => process.exit(0),
     (e: unknown) => {
       console.error(e);
