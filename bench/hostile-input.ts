@@ -22,7 +22,7 @@ import { randomUUID } from 'node:crypto';
 import { connect } from 'amqplib';
 import { agentSpec, rootOf } from './agents';
 import { ControlPlane } from './control-plane';
-import { statusMb, stop, unitNodeOptions } from './footprint';
+import { statusMb, stop, unitNode, type UnitNode } from './footprint';
 import { fuzzBodies, hugeBodies } from './fuzz-bodies';
 import { collectAndMeasure } from './inspector';
 import { round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
@@ -64,10 +64,10 @@ function freePort(): Promise<number> {
 }
 
 /** Starts the daemon with its log in `logFile` (an operator's journal, not a pipe the bench must drain). */
-async function startDaemon(configFile: string, logFile: string, inspectPort: number, nodeOptions: string): Promise<ChildProcess> {
+async function startDaemon(configFile: string, logFile: string, inspectPort: number, node: UnitNode): Promise<ChildProcess> {
   const fd = openSync(logFile, 'a');
   const args = [`--inspect=127.0.0.1:${inspectPort}`, BIN, 'run', '--config-file', configFile];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', fd, fd], env: { ...process.env, NODE_OPTIONS: nodeOptions } });
+  const child = spawn(process.execPath, [...node.args, ...args], { stdio: ['ignore', fd, fd], env: { ...process.env, NODE_OPTIONS: node.options } });
   closeSync(fd);
   const t0 = Date.now();
   while (!readFileSync(logFile, 'utf8').includes('"msg":"compute-agent up"')) {
@@ -97,7 +97,7 @@ export async function runHostileInputBench(opts: BenchOptions & { readonly round
   const queue = `compute.${spec.host}`;
   const replyQueue = `${exchange}-replies`;
   const inspectPort = await freePort();
-  const nodeOptions = unitNodeOptions(readFileSync(UNIT, 'utf8'));
+  const node = unitNode(readFileSync(UNIT, 'utf8'));
   const cp = new ControlPlane(exchange, TRANSPORT_URL);
   const conn = await connect(TRANSPORT_URL.replace(/^rabbit:/, 'amqp:'));
   const samples: RoundSample[] = [];
@@ -107,7 +107,7 @@ export async function runHostileInputBench(opts: BenchOptions & { readonly round
     const ch = await conn.createConfirmChannel();
     // Fuzzed calls answer here; keeping only the newest replies keeps the broker small.
     await ch.assertQueue(replyQueue, { durable: false, arguments: { 'x-max-length': 100, 'x-expires': 600_000 } });
-    child = await startDaemon(spec.file, join(spec.dir, 'agent.log'), inspectPort, nodeOptions);
+    child = await startDaemon(spec.file, join(spec.dir, 'agent.log'), inspectPort, node);
     const pid = child.pid ?? 0;
     await cp.call(spec.host, 'get_host_uptime', {});
     const sample = async (r: number, seconds: number, peak: number): Promise<RoundSample> => {
@@ -135,7 +135,7 @@ export async function runHostileInputBench(opts: BenchOptions & { readonly round
       samples.push(await sample(r, seconds, peak));
       process.stderr.write(`bench: hostile-input round ${r}: ${JSON.stringify(samples[samples.length - 1])}\n`);
     }
-    return { name: 'hostile-input', rows: rowsOf(samples, perRound), details: { nodeOptions, hugeBytes: HUGE_BYTES, methods: METHODS, settleMs: SETTLE_MS, samples } };
+    return { name: 'hostile-input', rows: rowsOf(samples, perRound), details: { node, hugeBytes: HUGE_BYTES, methods: METHODS, settleMs: SETTLE_MS, samples } };
   } finally {
     if (child) await stop(child);
     await conn.close().catch(() => undefined);

@@ -17,7 +17,7 @@ test('install is idempotent, keeps the operator config, and uninstall keeps stat
   expect(statSync(join(root, 'var/lib/compute-agent')).mode & 0o777).toBe(0o750);
   expect(readlinkSync(join(root, 'usr/local/bin/compute-agent'))).toBe('/opt/compute-agent/dist/agent/cli/main.js');
   const unit = readFileSync(join(root, 'etc/systemd/system/compute-agent.service'), 'utf8');
-  expect(unit).toContain('ExecStart=/usr/local/bin/compute-agent run --config-file /etc/compute-agent/compute-agent.conf');
+  expect(unit).toMatch(/^ExecStart=\/usr\/bin\/env node (--\S+ )*\/opt\/compute-agent\/dist\/agent\/cli\/main\.js run --config-file \/etc\/compute-agent\/compute-agent\.conf$/m);
 
   // The installed copy runs on its own node_modules. The example config names no virt driver, so it
   // is refused until an operator picks one; with one picked it is accepted.
