@@ -44,8 +44,12 @@ import { COMPUTE_TOPIC } from './compute/method-table';
 import { Dispatcher } from './rpc/endpoint/dispatcher';
 import { backoffDelay } from '../lib/backoff';
 import { systemClock, type Clock } from '../lib/clock';
-import { computeNodeFacts, createNovaParts, usageOf, type NovaParts } from './nova/wiring';
+import type { NovaParts } from './nova/wiring';
 import { createDriver, createTracker, type TrackerParts } from './wiring';
+
+/** nova mode's wiring, loaded on first use: a standalone agent would hold its modules for nothing. */
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- a synchronous load on first use
+const novaWiring = (): typeof import('./nova/wiring') => require('./nova/wiring') as typeof import('./nova/wiring');
 
 /** Start-up could not reach a dependency within the allowed attempts. */
 export class StartupError extends Error {
@@ -123,7 +127,7 @@ export class Daemon {
     let adopted: string | undefined;
     if (config.DEFAULT.control_plane === 'nova') {
       await this.connect(rpc, attempts);
-      const nova = createNovaParts(config, rpc.client, logger);
+      const nova = novaWiring().createNovaParts(config, rpc.client, logger);
       this.nova = nova;
       adopted = await this.step('nova service registration', () => nova.service.register());
     }
@@ -143,7 +147,7 @@ export class Daemon {
     const first = await this.retry('first Placement sync', () => parts.tracker.updateFromDriver(), unreachable);
     logger.info({ root_provider: parts.rootUuid, ...first.stats, created: first.created.length }, 'Placement synced');
     const nova = this.nova;
-    if (nova) await this.step('nova compute node registration', () => nova.service.registerNode(parts.rootUuid, computeNodeFacts(config, parts.tracker, driver)));
+    if (nova) await this.step('nova compute node registration', () => nova.service.registerNode(parts.rootUuid, novaWiring().computeNodeFacts(config, parts.tracker, driver)));
 
     const manager = new ComputeManager({
       host,
@@ -166,7 +170,7 @@ export class Daemon {
     await this.step('RPC server', () => rpc.serve());
     if (nova) {
       nova.service.startHeartbeat();
-      const report = (): void => void nova.service.reportUsage(usageOf(manager.instances()));
+      const report = (): void => void nova.service.reportUsage(novaWiring().usageOf(manager.instances()));
       nova.controlPlane.onUsageChanged = report;
       report();
     }
