@@ -1,5 +1,5 @@
 /**
- * Memory under hostile input: the built daemon (fake driver, NODE_OPTIONS as the unit sets them) on
+ * Memory under hostile input: the built daemon (fake driver, node as the unit runs it) on
  * the dev stack, under its own host name and control exchange, gets rounds of malformed RPC bodies
  * on `compute.<host>`: 10 000 a round, 1 250 of them 100 kB (unknown methods with huge names
  * called with a reply queue that does not exist, huge arguments, calls cut short, random bytes),
