@@ -14,10 +14,12 @@
  * between: its aspects are forgotten and the per-provider path reads what it needs.
  *
  * A refused reshape wrote nothing (one transaction): a 409 (someone wrote to a new provider
- * between its creation and the reshape) or a 400 (a resource class Placement does not know) falls
- * back to the per-provider path, which re-reads what moved and reports a refusal against the one
- * provider it concerns, as for any host. Placement unreachable ends the cycle like any other
- * write; the next cycle finds the providers and takes the per-provider path.
+ * between its creation and the reshape), a 400 (a resource class Placement does not know) or a 403
+ * (Placement 13's default rule, once its new policy defaults are enforced, lets only the `service`
+ * role reshape, while inventory writes also take `admin`) falls back to the per-provider path,
+ * which re-reads what moved and reports a refusal against the one provider it concerns, as for any
+ * host. Placement unreachable ends the cycle like any other write; the next cycle finds the
+ * providers and takes the per-provider path.
  *
  * Not here: a host some of whose providers exist (a restart, an adoption, a device added): the
  * per-provider path, which reads before it writes. Moves of inventory with allocations (`reshape.ts`).

@@ -5,7 +5,7 @@ import nock from 'nock';
 import { randomUUID } from 'node:crypto';
 import { NoAuth } from '../../../../tracker/placement/auth';
 import { PlacementClient } from '../../../../tracker/placement/client';
-import { PlacementUnavailableError } from '../../../../tracker/placement/errors';
+import { PlacementAuthError, PlacementUnavailableError } from '../../../../tracker/placement/errors';
 import { PlacementHttp, RequestCounter } from '../../../../tracker/placement/http';
 import { initialRatiosFrom, ResourceTracker, type TreeSource } from '../../../../tracker/tracker';
 import { ProviderTree } from '../../../../model/provider-tree';
@@ -199,6 +199,16 @@ describe('first registration of a new host', () => {
     expect(first.problems).toEqual([{ provider: nic.uuid, message: expect.stringContaining('NOT_A_CLASS') as string }]);
     expect(s.mock.providers.get(s.root)?.inventories.VCPU?.total).toBe(64);
     expect(s.mock.providers.size).toBe(3);
+  });
+
+  test('a policy that refuses this user the reshaper (403): each provider written on its own', async () => {
+    const s = setup(new SyntheticHost(13));
+    s.api.reshape = () => Promise.reject(new PlacementAuthError('POST /reshaper: 403 Forbidden', { method: 'POST', path: '/reshaper', status: 403 }));
+    const first = await s.sync();
+    expect(first.problems).toEqual([]);
+    expect(s.counter.snapshot().get('PUT /resource_providers/{uuid}/inventories 200')).toBe(13);
+    expect(inPlacement(s.mock)).toEqual(await desired(s));
+    expect((await s.sync()).stats).toEqual({ reads: 1, writes: 0, conflicts: 0 });
   });
 
   test('Placement unreachable at the reshaper ends the cycle; the next one finds the providers and writes each on its own', async () => {
