@@ -205,7 +205,7 @@ describe('tracker sync (real Placement)', () => {
       'POST /resource_providers',
       'POST /resource_providers',
       'POST /resource_providers',
-      // A new host: every inventory in one request (first-registration.ts).
+      // A new host: every inventory in one request (tracker/sync/first-registration.ts).
       'POST /reshaper',
       'PUT /resource_providers/GPU/traits',
       'PUT /resource_providers/ROOT/traits',
