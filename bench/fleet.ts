@@ -16,7 +16,8 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
-import { measuredPerHostPerMinute, novaEstimate, percent, perHostPerMinute, REAL_INTERVAL_SECONDS } from './fleet/report';
+import { measuredPerHostPerMinute, novaEstimate, percent, perHostPerMinute, REAL_INTERVAL_SECONDS, type NovaHostPasses } from './fleet/report';
+import { novaHostCounts } from './nova-baselines';
 import { runFleet, type FleetOutcome } from './fleet/run';
 
 const PORT = Number(process.env.BENCH_FLEET_PLACEMENT_PORT ?? '18790');
@@ -54,9 +55,10 @@ function stack(env: NodeJS.ProcessEnv, ...args: string[]): void {
 }
 
 /** The outcome as table rows. */
-export function fleetRows(r: FleetOutcome, o: { interval: number; window: number; placementWorkers: number; claimers: number }): BenchRow[] {
+export function fleetRows(r: FleetOutcome, o: { interval: number; window: number; placementWorkers: number; claimers: number }, novaHost: NovaHostPasses | string): BenchRow[] {
   const s = `fleet, ${r.hosts} hosts`;
-  const nova = novaEstimate(r.providersPerHost, r.hosts);
+  const nova = typeof novaHost === 'string' ? undefined : novaEstimate(novaHost, r.hosts);
+  const skipped = typeof novaHost === 'string' ? `nova skipped: ${novaHost}` : '';
   const steady = perHostPerMinute(r.steady.agents.requests, r.steady.audits);
   const claiming = perHostPerMinute(r.claimPhase.agents.requests, r.claimPhase.audits);
   const phases = [r.convergePhase, r.claimPhase, r.settle, r.steady];
@@ -76,13 +78,13 @@ export function fleetRows(r: FleetOutcome, o: { interval: number; window: number
       metric: `Placement requests / host / min, steady (${scaled})`,
       value: round(steady, 2),
       goal: '<= 1',
-      baseline: `${round(nova.perHostPerMinute, 1)} (${nova.derivation})`,
+      baseline: nova ? `${round(nova.perHostPerMinute, 1)} (${nova.derivation})` : skipped,
     },
     {
       scenario: s,
       metric: 'Placement requests / min from the whole fleet, steady (same scaling)',
       value: Math.round(steady * r.hosts),
-      baseline: `${Math.round(nova.fleetPerMinute)} (estimate, as above)`,
+      baseline: nova ? `${Math.round(nova.fleetPerMinute)} (estimate, as above)` : skipped,
     },
     { scenario: s, metric: `as measured at the ${o.interval} s interval`, value: `${round(measuredPerHostPerMinute(r.steady.agents.requests, r.hosts, r.steady.seconds), 1)} req/host/min, ${r.steady.agents.writes} writes` },
     { scenario: s, metric: 'Placement requests / host / min while claims land (same scaling)', value: round(claiming, 2) },
@@ -119,8 +121,11 @@ export async function runFleetBench(opts: BenchOptions): Promise<BenchResult> {
       claimSeconds: flag('fleet-claim-seconds', opts.quick ? 30 : 60),
       log: (line) => process.stderr.write(`${line}\n`),
     });
+    // nova's report client on one host of the same shape, holding as many instances as a fleet host
+    // ended with, on the same Placement (its own host, removed afterwards).
+    const novaHost = await novaHostCounts(`http://127.0.0.1:${PORT}`, r.providersPerHost, Math.round(r.claimer.claimed / Math.max(1, r.hosts)));
     const { overAllocations, ...rest } = r;
-    return { name: 'fleet', rows: fleetRows(r, { interval, window, placementWorkers, claimers }), details: { ...rest, overAllocations: overAllocations.slice(0, 20), placementWorkers, interval, window } };
+    return { name: 'fleet', rows: fleetRows(r, { interval, window, placementWorkers, claimers }, novaHost), details: { ...rest, overAllocations: overAllocations.slice(0, 20), placementWorkers, interval, window, novaHost } };
   } finally {
     stack(env, 'down', 'placement');
   }

@@ -1,15 +1,15 @@
 /**
  * RPC round trips: the agent's RPC server against a real oslo.messaging 14 RPC server (Debian's
- * python3, threading executor) for the same method (`echo`, the anchors' ~60 B payload) on the
+ * python3, threading executor) for the same method (`echo`, a ~60 B payload) on the
  * same broker, in one run. Each server runs in its own process; runs alternate between them and
  * the medians are reported. Clients: the real oslo.messaging client (one transport shared by its
  * threads, as a nova service does) and the agent's own client.
  *
  *   npm run build && node dist/bench/rpc.js [--quick]        (prints the JSON result)
  *
- * Anchors (`docs/nova-baselines.md#oslo-rpc`, idle 2-vCPU machine): oslo server + oslo client,
- * sequential 542 calls/s, p50 1.76 ms, p99 2.43 ms; 8 threads shared 749 calls/s, p50 10.4 ms.
- * Numbers here move with the machine's load: compare the two servers within one run.
+ * The oslo server is the baseline, measured in the same run (`docs/nova-baselines.md#oslo-rpc` tells
+ * what to expect on an idle machine). Numbers here move with the machine's load: compare the two
+ * servers within one run.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';

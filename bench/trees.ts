@@ -1,9 +1,10 @@
 /**
- * Synthetic host shapes for benchmarks, built as a TreeSource. `novaShape` is the 69-provider tree
- * nova's numbers were measured with (`docs/nova-baselines.md#placement-report-client`): a root with
- * VCPU 64, MEMORY_MB 512000, DISK_GB 2000 and 5 traits; 8 GPUs with VGPU 8, each with 7 MIG
- * children (CUSTOM_MIG_1G_10GB 1); 4 NICs with bandwidth, 64 VFs and two custom traits. `sized(n)`
- * grows or shrinks it to n providers.
+ * Synthetic host shapes for benchmarks, built as a TreeSource. `new SyntheticHost(69)` is the
+ * 69-provider tree the tracker and nova's report client both register in the placement-sync
+ * scenario (`nova-report-client.ts` hands nova the same tree): a root with VCPU 64, MEMORY_MB
+ * 512000, DISK_GB 2000 and 5 traits; 4 NICs with bandwidth, 64 VFs and two custom traits; 8 GPUs
+ * with VGPU 8, each with 7 MIG children (CUSTOM_MIG_1G_10GB 1). Other sizes keep that order (NICs
+ * first, then GPUs with their MIG children) until n providers.
  */
 import { createHash } from 'node:crypto';
 import type { TreeSource } from '../tracker/tracker';

@@ -1,7 +1,8 @@
 /**
  * The fleet scenario's arithmetic, kept free of I/O so it is unit-tested: the over-allocation check,
  * request counts summed over shards, the scaling of a compressed audit window to requests per host
- * per minute, conflict rates, and the estimate for nova-compute's tracker at the same size.
+ * per minute, conflict rates, and the estimate for nova-compute's tracker at the same size from
+ * request counts measured in the same run.
  */
 
 /** One inventory record as Placement reports it (the fields capacity depends on). */
@@ -112,23 +113,37 @@ export interface NovaEstimate {
   readonly derivation: string;
 }
 
+/** What nova's report client sent for one host of the fleet's shape, measured in the same run. */
+export interface NovaHostPasses {
+  readonly providers: number;
+  /** Instances on that host when it was measured (each one is a read in every pass). */
+  readonly consumers: number;
+  /** Requests of the resource tracker's periodic pass when nothing changed. */
+  readonly steady: number;
+  /** Requests of the pass when the association refresh is due. */
+  readonly refresh: number;
+}
+
+/** nova's default `resource_provider_association_refresh`. */
+export const NOVA_REFRESH_SECONDS = 300;
+
 /**
- * nova-compute's (Zed) steady Placement traffic for hosts of `providers` providers, from the counts
- * measured with nova's own report client (`docs/nova-baselines.md#placement-report-client`): each
- * periodic `update_available_resource` (every 60 s) issues one
- * `GET /resource_providers/{u}/allocations` per provider and nothing else; every 300 s the
- * association refresh replaces that with `GET ?in_tree` plus inventories, aggregates and traits per
- * provider (1 + 3P) besides the P allocation reads. Per five minutes: 4P + (1 + 4P) = 1 + 8P
- * requests. Claims and builds add one steady call each; a quiet
- * fleet has none.
+ * nova-compute's (Zed) steady Placement traffic for `hosts` hosts like the measured one: its
+ * periodic `update_available_resource` runs every `REAL_INTERVAL_SECONDS`, and once per
+ * `NOVA_REFRESH_SECONDS` that pass is a refresh pass instead. Per refresh period: the steady passes
+ * between refreshes, plus one refresh pass. An estimate from measured passes, not a measurement of a
+ * fleet of nova-computes; claims and builds add one steady pass each, and a quiet fleet has none.
  */
-export function novaEstimate(providers: number, hosts: number): NovaEstimate {
-  const perFive = 1 + 8 * providers;
-  const perHostPerMinute = perFive / 5;
+export function novaEstimate(nova: NovaHostPasses, hosts: number): NovaEstimate {
+  const passes = NOVA_REFRESH_SECONDS / REAL_INTERVAL_SECONDS;
+  const perPeriod = (passes - 1) * nova.steady + nova.refresh;
+  const perHostPerMinute = perPeriod / (NOVA_REFRESH_SECONDS / 60);
   return {
     perHostPerMinute,
     fleetPerMinute: perHostPerMinute * hosts,
-    derivation: `estimate, not measured: per ${providers}-provider host, 4 periodics x ${providers} GET allocations + 1 refresh x (1 + 4 x ${providers}) per 300 s = ${perFive} / 5 min (nova Zed counts, docs/nova-baselines.md)`,
+    derivation:
+      `estimate from nova's report client measured in this run on one ${nova.providers}-provider host with ${nova.consumers} instances: ` +
+      `${passes - 1} steady passes x ${nova.steady} + 1 refresh pass x ${nova.refresh} requests per ${NOVA_REFRESH_SECONDS} s`,
   };
 }
 

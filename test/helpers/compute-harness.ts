@@ -154,8 +154,4 @@ export async function singleHost(name: string, conductor?: Conductor): Promise<{
   return { mock, api, peers, host: await makeHost(name, api, peers, silentLogger(), cp) };
 }
 
-export const FLAVOR = { name: 'm1.small', vcpus: 2, memory_mb: 2048, root_gb: 10, ephemeral_gb: 0, swap: 512, extra_specs: {} };
-
-export function instanceArgs(uuid = randomUUID(), flavor: object = FLAVOR): Record<string, unknown> {
-  return { uuid, display_name: `vm-${uuid.slice(0, 6)}`, project_id: 'proj-1', user_id: 'user-1', flavor };
-}
+export { FLAVOR, instanceArgs } from './instance-args';

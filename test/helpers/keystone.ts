@@ -115,12 +115,16 @@ export class PrivateKeystone {
     readonly port: number,
     readonly placementPort: number,
     private readonly tokenSeconds: number,
+    private readonly glancePort: number,
   ) {}
 
-  /** A Keystone on free ports; tokens live `tokenSeconds`. */
-  static async create(tokenSeconds = 3600): Promise<PrivateKeystone> {
+  /**
+   * A Keystone on free ports; tokens live `tokenSeconds`. Its catalog's image endpoint is
+   * 127.0.0.1:`glancePort` (a private Glance started there later), or a port nothing listens on.
+   */
+  static async create(tokenSeconds = 3600, glancePort = 1): Promise<PrivateKeystone> {
     const port = await freePort();
-    return new PrivateKeystone(port, port + 1, tokenSeconds);
+    return new PrivateKeystone(port, port + 1, tokenSeconds, glancePort);
   }
 
   get url(): string {
@@ -144,8 +148,8 @@ export class PrivateKeystone {
       ...process.env,
       KEYSTONE_PORT: String(this.port),
       KEYSTONE_PLACEMENT_PORT: String(this.placementPort),
-      // Registered in the catalog only; nothing listens there in these tests.
-      GLANCE_PORT: '1',
+      // Registered in the catalog only: Glance is started, if at all, by PrivateGlance.
+      GLANCE_PORT: String(this.glancePort),
       STACK_DIR: this.dir,
       KEYSTONE_ADMIN_PASSWORD: ADMIN_PASSWORD,
       KEYSTONE_SERVICE_PASSWORD: SERVICE_PASSWORD,

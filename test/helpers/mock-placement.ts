@@ -261,8 +261,16 @@ export class MockPlacement {
         const p = this.providers.get(u);
         if (!p || p.generation !== v.resource_provider_generation) return [409, fixtureBody('33-post-reshaper-stale-provider-generation-409')];
       }
+      const unknown = Object.values(inv).flatMap((v) => Object.keys(v.inventories)).find((rc) => !STANDARD_CLASSES.has(rc) && !this.classes.has(rc));
+      if (unknown) return [400, { errors: [{ status: 400, code: 'placement.undefined_code', detail: `malformed reshaper data: No such resource class ${unknown}.` }] }];
       const allocs = Object.entries(b.allocations as Record<string, Record<string, unknown>>);
       if (allocs.some(([c, w]) => check(c, w))) return [409, fixtureBody('34-post-reshaper-stale-consumer-generation-409')];
+      // As Placement's reshaper moves generations: an interim inventory (skipped for an empty
+      // list), then the allocations, then the final inventory, each a step.
+      for (const [u, v] of Object.entries(inv)) {
+        const p = this.providers.get(u);
+        if (p && Object.keys(v.inventories).length > 0) this.bump(p);
+      }
       for (const [c, w] of allocs) write(c, w);
       for (const [u, v] of Object.entries(inv)) {
         const p = this.providers.get(u);

@@ -112,6 +112,16 @@ export interface PlacementApi {
   postAllocations(bodies: Readonly<Record<string, AllocationWrite>>, o?: CallOptions): Promise<void>;
   /** Unconditional delete, ignoring generations; a 404 counts as done. */
   deleteAllocations(consumer: string, o?: CallOptions): Promise<void>;
-  /** One atomic reshape (1.30). */
+  /**
+   * One atomic reshape (1.30): every listed provider's inventories replaced and every listed
+   * consumer's allocations written in one transaction, or nothing. With `allocations: {}` it writes
+   * the inventories of many providers in one request (a new host's first registration). Answers
+   * 204 without generations: Placement moves each listed provider's generation once per inventory
+   * replacement (two for a non-empty list) and once per allocation change touching it.
+   * @throws ProviderGenerationConflictError (a provider's generation moved),
+   *   ConsumerGenerationConflictError (a consumer's did), PlacementBadRequestError (an unknown
+   *   provider or resource class), InventoryInUseError, PlacementConflictError (allocations that
+   *   would not fit)
+   */
   reshape(req: ReshapeRequest, o?: CallOptions): Promise<void>;
 }

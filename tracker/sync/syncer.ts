@@ -2,10 +2,11 @@
  * One sync of the driver's provider tree into Placement.
  *
  * Order (each step only where something differs): ensure custom resource classes and traits;
- * create new providers top-down; one atomic reshape if the driver moved inventory; delete removed
- * providers bottom-up; then each provider's inventories, aggregates and traits. The cycle starts
- * with one `GET /resource_providers?in_tree=<root>`: every provider's generation in one read, which
- * is all a steady-state cycle needs (zero writes, one read).
+ * create new providers top-down; one atomic reshape if the driver moved inventory, or, for a host
+ * none of whose providers existed, every inventory in one `POST /reshaper` (`first-registration.ts`);
+ * delete removed providers bottom-up; then each provider's inventories, aggregates and traits. The
+ * cycle starts with one `GET /resource_providers?in_tree=<root>`: every provider's generation in one
+ * read, which is all a steady-state cycle needs (zero writes, one read).
  *
  * Ownership: only providers, traits and aggregates this agent put there are removed (see
  * `ownership.ts`); a provider the driver no longer reports that still holds allocations is kept
@@ -23,6 +24,7 @@ import type { ProviderTree } from '../../model/provider-tree';
 import type { MoveInstruction, ProviderSnapshot } from '../../model/provider-types';
 import { ReshapeError, SyncError, type SyncContext, type SyncResult } from './context';
 import type { InitialRatios } from './diff';
+import { registerInventories } from './first-registration';
 import { ensureNames, type KnownNames } from './names';
 import type { Ownership } from './ownership';
 import { syncInventories, syncOwnedSet } from './provider-sync';
@@ -94,11 +96,15 @@ export class Syncer {
         ctx.stats.reads++;
         await this.list(rootUuid);
       }
+      // None of this host's providers exist (the listing of its root is empty): a new host.
+      const newHost = ctx.view.size === 0;
       const missingTraits = await ensureNames(ctx, this.deps.names, wanted);
       for (const p of wanted) await this.create(ctx, p, created);
       if (moves.length > 0) {
         await this.reshape(ctx, desired, moves, rootUuid);
         reshaped = true;
+      } else if (newHost) {
+        await registerInventories(ctx, wanted, new Set(created), () => this.list(rootUuid));
       }
       await this.deleteRemoved(ctx, desired, deleted);
       for (const p of [...wanted].reverse()) {

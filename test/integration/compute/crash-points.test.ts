@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { CRASH_AT_ENV, CRASH_POINTS, type CrashPointName } from '../../../agent/crash-points';
 import { AgentProcess, agentSpec, rootOf } from '../../helpers/agents';
 import { ControlPlane } from '../../helpers/control-plane';
-import { FLAVOR, instanceArgs } from '../../helpers/compute-harness';
+import { FLAVOR, instanceArgs } from '../../helpers/instance-args';
 import { hostProblems, instanceProblems, pendingRequests, restingPlace, type CheckedHost, type InstanceRow } from '../../helpers/invariants';
 import { deleteTree, placementClient } from '../../helpers/placement';
 

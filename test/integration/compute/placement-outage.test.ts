@@ -16,7 +16,7 @@ import { agentSpec as benchAgentSpec } from '../../../bench/agents';
 import { requestFromFlavor, totalsOf } from '../../../tracker/claims/request';
 import { AgentProcess, rootOf } from '../../helpers/agents';
 import { ControlPlane } from '../../helpers/control-plane';
-import { FLAVOR, instanceArgs } from '../../helpers/compute-harness';
+import { FLAVOR, instanceArgs } from '../../helpers/instance-args';
 import { placementClient } from '../../helpers/placement';
 import { TRANSPORT_URL } from '../../helpers/stack';
 import { portFree, waitUntil } from '../../helpers/wait';

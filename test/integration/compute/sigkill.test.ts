@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { AgentProcess, agentSpec, rootOf } from '../../helpers/agents';
 import { ControlPlane } from '../../helpers/control-plane';
-import { FLAVOR, instanceArgs } from '../../helpers/compute-harness';
+import { FLAVOR, instanceArgs } from '../../helpers/instance-args';
 import { hostProblems, instanceProblems, pendingRequests, type CheckedHost, type InstanceExpectation } from '../../helpers/invariants';
 import { deleteTree, placementClient } from '../../helpers/placement';
 import { waitUntil } from '../../helpers/wait';

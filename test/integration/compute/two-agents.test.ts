@@ -11,7 +11,7 @@ import type { Daemon } from '../../../agent/daemon';
 import { InterceptingTransport, agentSpec, rootOf, startDaemon, startDaemonVia, type AgentSpec } from '../../helpers/agents';
 import { ControlPlane } from '../../helpers/control-plane';
 import { deleteTree, placementClient } from '../../helpers/placement';
-import { FLAVOR, instanceArgs } from '../../helpers/compute-harness';
+import { FLAVOR, instanceArgs } from '../../helpers/instance-args';
 
 jest.setTimeout(300000);
 

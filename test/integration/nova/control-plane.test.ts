@@ -12,6 +12,7 @@ import { NovaAgent, NovaStack, REPORT_INTERVAL, type Server } from '../../helper
 import { deleteTree, placementClient } from '../../helpers/placement';
 import { OPENSTACK_RELEASE } from '../../helpers/release';
 import { HAVE_QEMU, reapLeftovers } from '../../helpers/qemu-hosts';
+import { waitUntil } from '../../helpers/wait';
 
 jest.setTimeout(600_000);
 
@@ -216,8 +217,11 @@ test('live migration (os-migrateLive): ACTIVE on the other host, allocations the
   const done = await stack.api.waitFor(id, (s) => active(s) && s?.['OS-EXT-SRV-ATTR:host'] !== source);
   expect(done?.['OS-EXT-SRV-ATTR:host']).toBe(other(source).host);
   await expectOnlyOn(id, other(source).host);
-  const migs = await stack.api.migrations(id);
-  expect(migs.find((m) => m.migration_type === 'live-migration')?.status).toBe('completed');
+  // The server is on the destination (post_live_migration_at_destination) before the source has
+  // finished and marked the migration completed: wait for that last step rather than race it.
+  const liveStatus = async (): Promise<string | undefined> => (await stack.api.migrations(id)).find((m) => m.migration_type === 'live-migration')?.status;
+  await waitUntil('the live migration is completed', async () => (await liveStatus()) === 'completed', 30_000).catch(() => undefined);
+  expect(await liveStatus()).toBe('completed');
   await stack.api.ok('DELETE', `/servers/${id}`);
   await stack.api.waitFor(id, (x) => x === undefined, 30_000);
 });

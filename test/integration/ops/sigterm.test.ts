@@ -6,7 +6,7 @@ import type { Daemon } from '../../../agent/daemon';
 import type { FakeDriver } from '../../../virt-drivers/fake/driver';
 import { agentSpec, rootOf, startDaemon, type AgentSpec } from '../../helpers/agents';
 import { ControlPlane } from '../../helpers/control-plane';
-import { instanceArgs } from '../../helpers/compute-harness';
+import { instanceArgs } from '../../helpers/instance-args';
 import { deleteTree, placementClient } from '../../helpers/placement';
 
 jest.setTimeout(120000);

@@ -205,10 +205,9 @@ describe('tracker sync (real Placement)', () => {
       'POST /resource_providers',
       'POST /resource_providers',
       'POST /resource_providers',
-      'PUT /resource_providers/NIC/inventories',
-      'PUT /resource_providers/GPU/inventories',
+      // A new host: every inventory in one request (tracker/sync/first-registration.ts).
+      'POST /reshaper',
       'PUT /resource_providers/GPU/traits',
-      'PUT /resource_providers/ROOT/inventories',
       'PUT /resource_providers/ROOT/traits',
     ]);
     expect(counter.writes()).toBe(0);

@@ -90,13 +90,22 @@ describe('counts and rates', () => {
 });
 
 describe('novaEstimate', () => {
-  test('matches the anchors: a 1-provider host is 9 requests per 5 minutes', () => {
-    expect(novaEstimate(1, 1).perHostPerMinute).toBeCloseTo(1.8);
+  const host = { providers: 3, consumers: 4, steady: 7, refresh: 17 };
+
+  test('four steady passes and one refresh pass per 300 s, per minute', () => {
+    // (4 x 7 + 17) / 5 minutes
+    expect(novaEstimate(host, 1).perHostPerMinute).toBeCloseTo(9);
   });
-  test('scales with providers and hosts, and says it is an estimate', () => {
-    const e = novaEstimate(3, 200);
-    expect(e.perHostPerMinute).toBe(5);
-    expect(e.fleetPerMinute).toBe(1000);
-    expect(e.derivation).toMatch(/^estimate, not measured/);
+
+  test('scales with hosts, names the measured counts, and says it is an estimate', () => {
+    const e = novaEstimate(host, 200);
+    expect(e.fleetPerMinute).toBeCloseTo(1800);
+    expect(e.derivation).toMatch(/^estimate from nova's report client measured in this run/);
+    expect(e.derivation).toContain('3-provider host with 4 instances');
+    expect(e.derivation).toContain('4 steady passes x 7 + 1 refresh pass x 17');
+  });
+
+  test('a host whose passes send nothing estimates nothing', () => {
+    expect(novaEstimate({ providers: 1, consumers: 0, steady: 0, refresh: 0 }, 10).fleetPerMinute).toBe(0);
   });
 });

@@ -84,7 +84,7 @@ const typeErrors = (s: Setup): unknown[] => s.log.lines().filter((l) => JSON.str
 interface CycleCase {
   readonly route: string;
   /** What happens before the spoiled run: nothing (a first run), or one good run and then... */
-  readonly before: 'none' | 'one run' | 'one run, cache cleared';
+  readonly before: 'none' | 'one run' | 'one run, cache cleared' | 'one run, root inventory changed outside, cache cleared';
   readonly method: string;
   readonly path: RegExp;
   readonly body: (good: unknown) => unknown;
@@ -96,7 +96,9 @@ const CASES: CycleCase[] = [
   { route: 'GET /resource_providers?in_tree=...', before: 'none', method: 'GET', path: /in_tree=/, body: () => ({ resource_providers: 'none' }), field: 'resource_providers' },
   { route: 'POST /resource_providers', before: 'none', method: 'POST', path: /^\/resource_providers$/, body: () => '<html>proxy</html>', field: '(body)' },
   { route: 'GET /traits?name=...', before: 'none', method: 'GET', path: /^\/traits\?/, body: () => ({}), field: 'traits' },
-  { route: 'PUT /resource_providers/{uuid}/inventories', before: 'none', method: 'PUT', path: /\/inventories$/, body: (g) => ({ ...obj(g), resource_provider_generation: null }), field: 'resource_provider_generation' },
+  // A first run writes every inventory in one POST /reshaper (answered without a body); a PUT
+  // comes from repairing a change made outside.
+  { route: 'PUT /resource_providers/{uuid}/inventories', before: 'one run, root inventory changed outside, cache cleared', method: 'PUT', path: /\/inventories$/, body: (g) => ({ ...obj(g), resource_provider_generation: null }), field: 'resource_provider_generation' },
   { route: 'PUT /resource_providers/{uuid}/traits', before: 'none', method: 'PUT', path: /\/traits$/, body: (g) => ({ ...obj(g), traits: [1] }), field: 'traits[0]' },
   { route: 'PUT /resource_providers/{uuid}/aggregates', before: 'none', method: 'PUT', path: /\/aggregates$/, body: (g) => ({ ...obj(g), aggregates: {} }), field: 'aggregates' },
   { route: 'GET /resource_providers?member_of=...&required=...', before: 'one run', method: 'GET', path: /member_of=/, body: () => ({ resource_providers: [{ uuid: 1 }] }), field: 'resource_providers[0].uuid' },
@@ -126,7 +128,14 @@ describe('a malformed Placement answer during an audit', () => {
   test.each(CASES.map((c) => [c.route, c] as const))('%s: one error line naming route and field; the next run heals', async (_name, c) => {
     const s = setup();
     if (c.before !== 'none') expect(await s.auditor.runLogged()).toBeDefined();
-    if (c.before === 'one run, cache cleared') s.tracker.clearCache();
+    if (c.before === 'one run, root inventory changed outside, cache cleared') {
+      const rp = s.mock.providers.get(s.root);
+      const mem = rp?.inventories.MEMORY_MB;
+      if (!rp || !mem) throw new Error('fixture');
+      rp.inventories = { ...rp.inventories, MEMORY_MB: { ...mem, reserved: 0 } };
+      rp.generation++;
+    }
+    if (c.before.endsWith('cache cleared')) s.tracker.clearCache();
     s.transport.spoilNext(c.method, c.path, c.body);
 
     expect(await s.auditor.runLogged()).toBeUndefined();
