@@ -178,15 +178,28 @@ export async function runFleetBench(opts: BenchOptions): Promise<BenchResult> {
   }
 }
 
-/** Each larger fleet's claim rate against the first (smallest listed) size's, run just before on the same Placement. */
+/**
+ * Each larger fleet's claim rate against the first (smallest listed) size's, run just before on
+ * the same Placement, and the cores Placement would need to give the larger fleet the smaller one's
+ * claim rate, at the prices (CPU per request and per claim) the larger run measured.
+ */
 export function claimRateRows(outcomes: readonly FleetOutcome[]): BenchRow[] {
   const [base, ...rest] = outcomes;
   if (!base) return [];
   const rate = (r: FleetOutcome): number => r.claimer.claimed / r.claimPhase.seconds;
-  return rest.map((r) => ({
-    scenario: `fleet, ${r.hosts} vs ${base.hosts} hosts`,
-    metric: 'claims/s, ratio (the claimer kept fed as the fleet grows)',
-    value: `${round(rate(r) / rate(base), 2)} (${round(rate(r), 1)} / ${round(rate(base), 1)} claims/s)`,
-    goal: '>= 0.8',
-  }));
+  return rest.flatMap((r) => {
+    const scenario = `fleet, ${r.hosts} vs ${base.hosts} hosts`;
+    const rows: BenchRow[] = [
+      { scenario, metric: 'claims/s, ratio (the claimer kept fed as the fleet grows)', value: `${round(rate(r) / rate(base), 2)} (${round(rate(r), 1)} / ${round(rate(base), 1)} claims/s)`, goal: '>= 0.8' },
+    ];
+    if (!Number.isNaN(r.steady.placementCpu)) {
+      const cost = placementCost(
+        { cpuSeconds: r.steady.placementCpu, agentRequests: r.steady.agents.requests },
+        { cpuSeconds: r.claimPhase.placementCpu, agentRequests: r.claimPhase.agents.requests, claims: r.claimer.claimed },
+      );
+      const cores = coresNeeded(cost, r.hosts, perHostPerMinute(r.steady.agents.requests, r.steady.audits), rate(base));
+      rows.push({ scenario, metric: `Placement cores busy for ${r.hosts} hosts at ${round(rate(base), 1)} claims/s (the ${base.hosts}-host rate; a floor, at the ${r.hosts}-host run's prices)`, value: round(cores, 2) });
+    }
+    return rows;
+  });
 }

@@ -35,12 +35,25 @@ describe('busyCores', () => {
 });
 
 describe('claimRateRows', () => {
-  const run = (hosts: number, claimed: number, seconds: number): FleetOutcome => ({ hosts, claimer: { claimed }, claimPhase: { seconds } }) as unknown as FleetOutcome;
+  const run = (hosts: number, claimed: number, seconds: number, cpu?: { steady: number; claiming: number }): FleetOutcome =>
+    ({
+      hosts,
+      claimer: { claimed },
+      claimPhase: { seconds, placementCpu: cpu?.claiming ?? NaN, agents: { requests: 1000 } },
+      steady: { placementCpu: cpu?.steady ?? NaN, audits: 1000, agents: { requests: 1000 } },
+    }) as unknown as FleetOutcome;
 
   test('each larger fleet against the first size, with both rates', () => {
     expect(claimRateRows([run(200, 540, 60), run(1000, 360, 60)])).toEqual([
       { scenario: 'fleet, 1000 vs 200 hosts', metric: 'claims/s, ratio (the claimer kept fed as the fleet grows)', value: '0.67 (6 / 9 claims/s)', goal: '>= 0.8' },
     ]);
+  });
+
+  test("with Placement's CPU measured, the cores the larger fleet needs at the smaller one's claim rate", () => {
+    // Steady: 1000 requests in 6 CPU s, 6 ms each, one per host per minute. Claiming: 30 CPU s less
+    // the agents' 6 s over 120 claims, 200 ms each. At 9 claims/s: 1000/60 x 6 ms + 9 x 200 ms.
+    const rows = claimRateRows([run(200, 540, 60), run(1000, 120, 60, { steady: 6, claiming: 30 })]);
+    expect(rows[1]).toEqual({ scenario: 'fleet, 1000 vs 200 hosts', metric: expect.stringContaining('at 9 claims/s'), value: 1.9 });
   });
 
   test('one size alone has nothing to compare with', () => {
