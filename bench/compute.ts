@@ -5,6 +5,8 @@
  * - spawn: N concurrent `build_and_run_instance` casts to one agent, from the cast to its
  *   `instance.create.end` notification: throughput and p50/p99 latency; Placement round trips per
  *   spawn without a scheduler claim (goal: 1 write, 0 reads) and with one (goal: 0-1 reads);
+ *   unclaimed spawns/s as a fraction of Placement's own rate for that one write, measured by a
+ *   plain client around the spawns in the same run (`claim-ceiling.ts`; goal >= 0.9);
  * - moves: Placement round trips of each transition (cold migration, confirm, revert, live
  *   migration) summed over both agents (goal: one atomic write per transition).
  *

@@ -4,8 +4,11 @@
  * uwsgi workers, while a scheduler-style claimer allocates until the fleet is full. Reports time to
  * converge, Placement requests per host per minute in steady state, the agents' and the claimer's
  * 409 rates, and over-allocations (which must be 0). `bench/fleet/run.ts` has the phases.
+ * Placement's own CPU per phase (`fleet/placement-cpu.ts`) prices an agent request and a claim,
+ * and gives the cores a fleet's Placement keeps busy (`fleet/sizing.ts`).
  *
- * Flags (after `npm run bench --`): `--fleet-hosts=N` (200; 10 with --quick; 1000 is the big run),
+ * Flags (after `npm run bench --`): `--fleet-hosts=N[,N...]` (200; 10 with --quick; `200,1000` runs both
+ * on one Placement and compares their claim rates),
  * `--fleet-shards=N` child processes (4), `--fleet-interval=S` compressed audit interval (10; must
  * divide 60), `--fleet-window=S` steady window (30), `--fleet-claimers=N` claimer workers (4),
  * `--fleet-claim-seconds=S` longest claim phase (60), `--fleet-placement-workers=N` uwsgi
