@@ -5,6 +5,8 @@
  * - spawn: N concurrent `build_and_run_instance` casts to one agent, from the cast to its
  *   `instance.create.end` notification: throughput and p50/p99 latency; Placement round trips per
  *   spawn without a scheduler claim (goal: 1 write, 0 reads) and with one (goal: 0-1 reads);
+ *   unclaimed spawns/s as a fraction of Placement's own rate for that one write, measured by a
+ *   plain client around the spawns in the same run (`claim-ceiling.ts`; goal >= 0.9);
  * - moves: Placement round trips of each transition (cold migration, confirm, revert, live
  *   migration) summed over both agents (goal: one atomic write per transition).
  *
@@ -18,13 +20,16 @@ import { RequestCounter } from '../tracker/placement/http';
 import { NoAuth } from '../tracker/placement/auth';
 import { PlacementClient } from '../tracker/placement/client';
 import { PlacementHttp } from '../tracker/placement/http';
-import { agentSpec, rootOf, startDaemon, type AgentSpec } from './agents';
+import { agentConfig, agentSpec, rootOf, startDaemon, type AgentSpec } from './agents';
+import { measureClaimCeiling, pool, type ClaimCeiling } from './claim-ceiling';
 import { ControlPlane } from './control-plane';
 import { median, percentile, round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
 
 const PLACEMENT_URL = process.env.PLACEMENT_URL ?? 'http://127.0.0.1:8778';
 const TRANSPORT_URL = process.env.TRANSPORT_URL ?? 'rabbit://guest:guest@127.0.0.1:5672/';
 const FLAVOR = { name: 'm1.small', vcpus: 2, memory_mb: 2048, root_gb: 10, ephemeral_gb: 0, swap: 0, extra_specs: {} };
+/** What FLAVOR claims on the root provider: the body a scheduler writes for it. */
+const CLAIM = { VCPU: 2, MEMORY_MB: 2048, DISK_GB: 10 };
 
 const inst = (): Record<string, unknown> => {
   const uuid = randomUUID();
@@ -39,16 +44,26 @@ interface Agent {
 
 const perOp = (c: RequestCounter, n: number): { reads: number; writes: number } => ({ reads: round(c.reads() / n, 2), writes: round(c.writes() / n, 2) });
 
-async function spawnPhase(cp: ControlPlane, a: Agent, n: number, claimed: boolean, api: PlacementClient): Promise<{ latencies: number[]; seconds: number; reads: number; writes: number }> {
+interface SpawnPhase {
+  readonly latencies: number[];
+  readonly seconds: number;
+  /** CPU this process used from the first cast to the last create.end (ms). */
+  readonly cpuMs: number;
+  readonly reads: number;
+  readonly writes: number;
+}
+
+async function spawnPhase(cp: ControlPlane, a: Agent, n: number, claimed: boolean, api: PlacementClient): Promise<SpawnPhase> {
   const instances = Array.from({ length: n }, inst);
   if (claimed) {
     // A scheduler claimed first (not counted: it is the scheduler's request, not the agent's).
-    for (const i of instances) {
-      await api.putAllocations(String(i.uuid), { allocations: { [rootOf(a.spec)]: { resources: { VCPU: 2, MEMORY_MB: 2048, DISK_GB: 10 } } }, project_id: 'bench', user_id: 'bench', consumer_generation: null });
-    }
+    await pool(instances, 8, async (i) => {
+      await api.putAllocations(String(i.uuid), { allocations: { [rootOf(a.spec)]: { resources: CLAIM } }, project_id: 'bench', user_id: 'bench', consumer_generation: null });
+    });
   }
   a.counter.reset();
   const sent = new Map<string, number>();
+  const cpu0 = process.cpuUsage();
   const t0 = Date.now();
   await Promise.all(
     instances.map((i) => {
@@ -58,6 +73,8 @@ async function spawnPhase(cp: ControlPlane, a: Agent, n: number, claimed: boolea
   );
   await cp.waitFor('instance.create.end', instances.map((i) => String(i.uuid)), 300000);
   const seconds = (Date.now() - t0) / 1000;
+  const used = process.cpuUsage(cpu0);
+  const cpuMs = (used.user + used.system) / 1000;
   const latencies: number[] = [];
   cp.events.forEach((e, k) => {
     const at = sent.get(e.uuid);
@@ -66,7 +83,19 @@ async function spawnPhase(cp: ControlPlane, a: Agent, n: number, claimed: boolea
   const { reads, writes } = perOp(a.counter, n);
   for (const i of instances) await cp.cast(a.spec.host, 'terminate_instance', { instance: { uuid: i.uuid } });
   await cp.waitFor('instance.delete.end', instances.map((i) => String(i.uuid)), 300000);
-  return { latencies, seconds, reads, writes };
+  return { latencies, seconds, cpuMs, reads, writes };
+}
+
+/** Rounds of the same spawn phase as one: times, CPU and latencies added up, counts per spawn averaged. */
+function mergeRounds(rounds: readonly SpawnPhase[]): SpawnPhase {
+  const sum = (f: (p: SpawnPhase) => number): number => rounds.reduce((x, p) => x + f(p), 0);
+  return {
+    latencies: rounds.flatMap((p) => p.latencies),
+    seconds: sum((p) => p.seconds),
+    cpuMs: sum((p) => p.cpuMs),
+    reads: round(sum((p) => p.reads) / rounds.length, 2),
+    writes: round(sum((p) => p.writes) / rounds.length, 2),
+  };
 }
 
 async function movePhase(cp: ControlPlane, a: Agent, b: Agent, n: number): Promise<Record<string, { reads: number; writes: number }>> {
@@ -130,19 +159,51 @@ export async function runComputeBench(opts: BenchOptions): Promise<BenchResult> 
       agents.push({ spec, counter, daemon: await startDaemon(spec, undefined, counter) });
     }
     const [a, b] = agents as [Agent, Agent];
-    const unclaimed = await spawnPhase(cp, a, n, false, api);
-    const claimed = await spawnPhase(cp, a, Math.min(n, 50), true, api);
+    // The n casts reach Placement as at most `inFlight` claims at once: the agent takes no more
+    // requests than its prefetch. Placement's ceiling is measured at that concurrency (at n, a
+    // plain client mostly measures uwsgi's listen backlog overflowing), on the same Placement and
+    // provider, before and after each round of unclaimed spawns: the shared stack's load drifts,
+    // and the ceilings around the spawns are what they had to work with.
+    const config = agentConfig(a.spec);
+    const prefetch = config.oslo_messaging_rabbit.rabbit_qos_prefetch_count > 0 ? config.oslo_messaging_rabbit.rabbit_qos_prefetch_count : config.DEFAULT.executor_thread_pool_size;
+    const inFlight = Math.min(n, prefetch);
+    const ceiling = (): Promise<ClaimCeiling> => measureClaimCeiling({ placementUrl: PLACEMENT_URL, provider: rootOf(a.spec), resources: CLAIM, writes: n, concurrency: inFlight });
+    const ceilings = [await ceiling()];
+    const rounds: SpawnPhase[] = [];
+    for (let r = 0; r < (opts.quick ? 1 : 2); r++) {
+      rounds.push(await spawnPhase(cp, a, n, false, api));
+      ceilings.push(await ceiling());
+    }
+    const unclaimed = mergeRounds(rounds);
+    const claimed = await spawnPhase(cp, a, n, true, api);
     const moveCounts = await movePhase(cp, a, b, moves);
+    const unclaimedRate = (n * rounds.length) / unclaimed.seconds;
+    const claimedRate = n / claimed.seconds;
+    const ceilingRate = ceilings.reduce((x, c) => x + c.perSecond, 0) / ceilings.length;
+    const failed = ceilings.reduce((x, c) => x + c.failed, 0);
+    const spawnRows = (label: string, p: SpawnPhase): BenchRow[] => [
+      { scenario: `spawn, ${n} concurrent casts, ${label}`, metric: 'cast to create.end p50 / p99', value: `${round(median(p.latencies))} / ${round(percentile(p.latencies, 99))} ms` },
+      { scenario: `spawn, ${n} concurrent casts, ${label}`, metric: 'CPU of this process per spawn (the agents and the bench\'s caster)', value: round(p.cpuMs / p.latencies.length, 2), unit: 'ms' },
+    ];
     const rows: BenchRow[] = [
-      { scenario: `spawn, ${n} concurrent casts`, metric: 'throughput', value: round(n / unclaimed.seconds), unit: 'spawns/s' },
-      { scenario: `spawn, ${n} concurrent casts`, metric: 'cast to create.end p50 / p99', value: `${round(median(unclaimed.latencies))} / ${round(percentile(unclaimed.latencies, 99))} ms` },
+      { scenario: `spawn, ${n} concurrent casts, no scheduler claim`, metric: `throughput (${rounds.length} round(s))`, value: `${round(unclaimedRate)} spawns/s (${rounds.map((r) => round(n / r.seconds)).join(' / ')})` },
+      {
+        scenario: `Placement alone, ${inFlight} concurrent PUT /allocations (scheduler's body, plain client)`,
+        metric: `claim writes/s, mean of ${ceilings.length} runs around ${rounds.length} round(s) of spawns`,
+        value: `${round(ceilingRate)} (${ceilings.map((c) => c.perSecond).join(' / ')})${failed ? `, ${failed} failed` : ''}`,
+        baseline: 'the ceiling an unclaimed spawn (one such write) is held to',
+      },
+      { scenario: `spawn, ${n} concurrent casts, no scheduler claim`, metric: 'spawns/s as a fraction of the claim-write ceiling', value: round(unclaimedRate / ceilingRate, 2), goal: '>= 0.9' },
+      ...spawnRows('no scheduler claim', unclaimed),
+      { scenario: `spawn, ${n} concurrent casts, scheduler claimed`, metric: 'throughput (one read each, no write)', value: round(claimedRate), unit: 'spawns/s' },
+      ...spawnRows('scheduler claimed', claimed),
       { scenario: 'spawn, no scheduler claim', metric: 'Placement reads / writes per spawn', value: `${unclaimed.reads} / ${unclaimed.writes}`, goal: '0 / 1', baseline: 'nova-compute with RT: claim by scheduler + GET allocations' },
       { scenario: 'spawn, scheduler claimed', metric: 'Placement reads / writes per spawn', value: `${claimed.reads} / ${claimed.writes}`, goal: '0-1 / 0' },
     ];
     for (const [k, v] of Object.entries(moveCounts)) {
       rows.push({ scenario: `move: ${k}`, metric: 'Placement reads / writes per transition (both agents)', value: `${v.reads} / ${v.writes}`, goal: 'one atomic write' });
     }
-    return { name: 'compute', rows, details: { unclaimed, claimed: { ...claimed, latencies: undefined }, moves: moveCounts } };
+    return { name: 'compute', rows, details: { unclaimed: rounds.map((r) => ({ ...r, latencies: undefined })), latencies: unclaimed.latencies, claimed, ceilings, inFlight, moves: moveCounts } };
   } finally {
     for (const x of agents) await x.daemon.stop('bench end');
     await cp.close();

@@ -4,8 +4,11 @@
  * uwsgi workers, while a scheduler-style claimer allocates until the fleet is full. Reports time to
  * converge, Placement requests per host per minute in steady state, the agents' and the claimer's
  * 409 rates, and over-allocations (which must be 0). `bench/fleet/run.ts` has the phases.
+ * Placement's own CPU per phase (`fleet/placement-cpu.ts`) prices an agent request and a claim,
+ * and gives the cores a fleet's Placement keeps busy (`fleet/sizing.ts`).
  *
- * Flags (after `npm run bench --`): `--fleet-hosts=N` (200; 10 with --quick; 1000 is the big run),
+ * Flags (after `npm run bench --`): `--fleet-hosts=N[,N...]` (200; 10 with --quick; `200,1000` runs both
+ * on one Placement and compares their claim rates),
  * `--fleet-shards=N` child processes (4), `--fleet-interval=S` compressed audit interval (10; must
  * divide 60), `--fleet-window=S` steady window (30), `--fleet-claimers=N` claimer workers (4),
  * `--fleet-claim-seconds=S` longest claim phase (60), `--fleet-placement-workers=N` uwsgi
@@ -17,8 +20,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
 import { measuredPerHostPerMinute, novaEstimate, percent, perHostPerMinute, REAL_INTERVAL_SECONDS, type NovaHostPasses } from './fleet/report';
+import { PlacementCpu } from './fleet/placement-cpu';
 import { novaHostCounts } from './nova-baselines';
 import { runFleet, type FleetOutcome } from './fleet/run';
+import { busyCores, coresNeeded, placementCost } from './fleet/sizing';
 
 const PORT = Number(process.env.BENCH_FLEET_PLACEMENT_PORT ?? '18790');
 const STACK = join(__dirname, '..', '..', 'scripts', 'stack');
@@ -100,33 +105,109 @@ export function fleetRows(r: FleetOutcome, o: { interval: number; window: number
   ];
 }
 
+/** Placement's CPU in the claim phase and the steady window, and the cores that come to. */
+export function placementRows(r: FleetOutcome, o: { interval: number }): BenchRow[] {
+  const s = `fleet, ${r.hosts} hosts`;
+  if (Number.isNaN(r.steady.placementCpu)) return [];
+  const claiming = busyCores(r.claimPhase.placementCpu, r.claimPhase.seconds);
+  const steady = busyCores(r.steady.placementCpu, r.steady.seconds);
+  const cost = placementCost(
+    { cpuSeconds: r.steady.placementCpu, agentRequests: r.steady.agents.requests },
+    { cpuSeconds: r.claimPhase.placementCpu, agentRequests: r.claimPhase.agents.requests, claims: r.claimer.claimed },
+  );
+  const claimRate = r.claimer.claimed / r.claimPhase.seconds;
+  const atRealInterval = perHostPerMinute(r.steady.agents.requests, r.steady.audits);
+  return [
+    {
+      scenario: s,
+      metric: 'Placement CPU (uwsgi + PostgreSQL): cores busy while claims land / in the steady window',
+      value: `${round(claiming, 2)} / ${round(steady, 2)} (audits every ${o.interval} s)`,
+    },
+    { scenario: s, metric: 'Placement CPU per agent request (steady) / per landed claim (candidates, write, retries)', value: `${round(cost.perAgentRequestMs, 1)} / ${round(cost.perClaimMs)} ms` },
+    {
+      scenario: s,
+      metric: `Placement cores to serve this fleet at one audit per ${REAL_INTERVAL_SECONDS} s while ${round(claimRate)} claims/s land (at these prices; a floor)`,
+      value: round(coresNeeded(cost, r.hosts, atRealInterval, claimRate), 2),
+    },
+  ];
+}
+
+/** Whole numbers, comma-separated (`--fleet-hosts=200,1000`). */
+function flagList(name: string, fallback: number): number[] {
+  const arg = process.argv.find((a) => a.startsWith(`--${name}=`));
+  if (!arg) return [fallback];
+  const ns = arg.slice(name.length + 3).split(',').map(Number);
+  if (ns.length === 0 || ns.some((n) => !Number.isInteger(n) || n <= 0)) throw new Error(`--${name} must be whole numbers separated by commas, not ${arg}`);
+  return ns;
+}
+
 export async function runFleetBench(opts: BenchOptions): Promise<BenchResult> {
-  const hosts = flag('fleet-hosts', opts.quick ? 10 : 200);
+  const sizes = flagList('fleet-hosts', opts.quick ? 10 : 200);
   const placementWorkers = flag('fleet-placement-workers', 4);
   const interval = flag('fleet-interval', opts.quick ? 5 : 10);
   const window = flag('fleet-window', opts.quick ? 10 : 30);
   const claimers = flag('fleet-claimers', 4);
-  const env = stackEnv(placementWorkers, hosts);
+  // One Placement for every size, with the backlog the largest needs (`up` with another backlog restarts it).
+  const env = stackEnv(placementWorkers, Math.max(...sizes));
+  const cpu = new PlacementCpu(join(String(env.STACK_DIR), `placement-${PORT}`, 'uwsgi.pid'), `placement_${PORT}`);
   stack(env, 'up', 'placement');
   try {
-    stack(env, 'purge-placement');
-    const r = await runFleet({
-      hosts,
-      shards: flag('fleet-shards', opts.quick ? 1 : 4),
-      placementUrl: `http://127.0.0.1:${PORT}`,
-      auditInterval: interval,
-      windowSeconds: window,
-      claimers,
-      driftEvery: flag('fleet-drift-every', 4),
-      claimSeconds: flag('fleet-claim-seconds', opts.quick ? 30 : 60),
-      log: (line) => process.stderr.write(`${line}\n`),
-    });
-    // nova's report client on one host of the same shape, holding as many instances as a fleet host
-    // ended with, on the same Placement (its own host, removed afterwards).
-    const novaHost = await novaHostCounts(`http://127.0.0.1:${PORT}`, r.providersPerHost, Math.round(r.claimer.claimed / Math.max(1, r.hosts)));
-    const { overAllocations, ...rest } = r;
-    return { name: 'fleet', rows: fleetRows(r, { interval, window, placementWorkers, claimers }, novaHost), details: { ...rest, overAllocations: overAllocations.slice(0, 20), placementWorkers, interval, window, novaHost } };
+    const rows: BenchRow[] = [];
+    const runs: Array<Record<string, unknown>> = [];
+    const outcomes: FleetOutcome[] = [];
+    for (const hosts of sizes) {
+      stack(env, 'purge-placement');
+      const r = await runFleet({
+        hosts,
+        shards: flag('fleet-shards', opts.quick ? 1 : 4),
+        placementUrl: `http://127.0.0.1:${PORT}`,
+        auditInterval: interval,
+        windowSeconds: window,
+        claimers,
+        driftEvery: flag('fleet-drift-every', 4),
+        claimSeconds: flag('fleet-claim-seconds', opts.quick ? 30 : 60),
+        placementCpu: cpu,
+        log: (line) => process.stderr.write(`${line}\n`),
+      });
+      // nova's report client on one host of the same shape, holding as many instances as a fleet
+      // host ended with, on the same Placement (its own host, removed afterwards).
+      const novaHost = await novaHostCounts(`http://127.0.0.1:${PORT}`, r.providersPerHost, Math.round(r.claimer.claimed / Math.max(1, r.hosts)));
+      const { overAllocations, ...rest } = r;
+      rows.push(...fleetRows(r, { interval, window, placementWorkers, claimers }, novaHost), ...placementRows(r, { interval }));
+      runs.push({ ...rest, overAllocations: overAllocations.slice(0, 20), novaHost });
+      outcomes.push(r);
+    }
+    rows.push(...claimRateRows(outcomes));
+    const details = { runs, placementWorkers, interval, window };
+    return { name: 'fleet', rows, details: runs.length === 1 ? { ...runs[0], placementWorkers, interval, window } : details };
   } finally {
+    cpu.stop();
     stack(env, 'down', 'placement');
   }
+}
+
+/**
+ * Each larger fleet's claim rate against the first (smallest listed) size's, run just before on
+ * the same Placement, and the cores Placement would need to give the larger fleet the smaller one's
+ * claim rate, at the prices (CPU per request and per claim) the larger run measured.
+ */
+export function claimRateRows(outcomes: readonly FleetOutcome[]): BenchRow[] {
+  const [base, ...rest] = outcomes;
+  if (!base) return [];
+  const rate = (r: FleetOutcome): number => r.claimer.claimed / r.claimPhase.seconds;
+  return rest.flatMap((r) => {
+    const scenario = `fleet, ${r.hosts} vs ${base.hosts} hosts`;
+    const rows: BenchRow[] = [
+      { scenario, metric: 'claims/s, ratio (the claimer kept fed as the fleet grows)', value: `${round(rate(r) / rate(base), 2)} (${round(rate(r), 1)} / ${round(rate(base), 1)} claims/s)`, goal: '>= 0.8' },
+    ];
+    if (!Number.isNaN(r.steady.placementCpu)) {
+      const cost = placementCost(
+        { cpuSeconds: r.steady.placementCpu, agentRequests: r.steady.agents.requests },
+        { cpuSeconds: r.claimPhase.placementCpu, agentRequests: r.claimPhase.agents.requests, claims: r.claimer.claimed },
+      );
+      const cores = coresNeeded(cost, r.hosts, perHostPerMinute(r.steady.agents.requests, r.steady.audits), rate(base));
+      rows.push({ scenario, metric: `Placement cores busy for ${r.hosts} hosts at ${round(rate(base), 1)} claims/s (the ${base.hosts}-host rate; a floor, at the ${r.hosts}-host run's prices)`, value: round(cores, 2) });
+    }
+    return rows;
+  });
 }

@@ -37,7 +37,16 @@ export interface FleetOptions {
   readonly claimLimit?: number;
   /** Every `driftEvery`-th host grows its disk as claims start (0: none), so agents write under claims. */
   readonly driftEvery?: number;
+  /** Placement's CPU time per phase (`placement-cpu.ts`); without it, phases report NaN. */
+  readonly placementCpu?: CpuMeter;
   readonly log?: (line: string) => void;
+}
+
+/** CPU seconds some processes used: `take` answers since the last `take` (or `start`). */
+export interface CpuMeter {
+  start(): void;
+  take(): number;
+  stop(): void;
 }
 
 export interface PhaseTraffic {
@@ -45,6 +54,8 @@ export interface PhaseTraffic {
   readonly agents: Traffic;
   readonly audits: number;
   readonly auditFailures: number;
+  /** CPU seconds Placement used in the phase (NaN when not measured). */
+  readonly placementCpu: number;
 }
 
 export interface FleetOutcome {
@@ -83,9 +94,9 @@ async function collect(shards: readonly FleetShard[], reset: boolean): Promise<{
   };
 }
 
-async function phase(shards: readonly FleetShard[], since: number): Promise<PhaseTraffic> {
+async function phase(shards: readonly FleetShard[], since: number, cpu: CpuMeter | undefined): Promise<PhaseTraffic> {
   const c = await collect(shards, true);
-  return { seconds: (Date.now() - since) / 1000, agents: traffic(c.counts), audits: c.audits, auditFailures: c.failures };
+  return { seconds: (Date.now() - since) / 1000, agents: traffic(c.counts), audits: c.audits, auditFailures: c.failures, placementCpu: cpu ? cpu.take() : NaN };
 }
 
 /** Inventories and usages of every provider, read with a few requests at a time. */
@@ -135,6 +146,7 @@ export async function runFleet(o: FleetOptions): Promise<FleetOutcome> {
     );
     log(`fleet: ${o.hosts} hosts built in ${shardCount} shard(s) in ${((Date.now() - started) / 1000).toFixed(1)} s; first syncs start`);
 
+    o.placementCpu?.start();
     const t0 = Date.now();
     claimer.start();
     const reports = await Promise.all(
@@ -146,7 +158,7 @@ export async function runFleet(o: FleetOptions): Promise<FleetOutcome> {
     );
     const doneAt = reports.flatMap((r) => r.doneAt);
     const convergeSeconds = (Math.max(t0, ...doneAt) - t0) / 1000;
-    const convergePhase = await phase(shards, t0);
+    const convergePhase = await phase(shards, t0, o.placementCpu);
     const providersPerHost = await shards[0]?.providersPerHost() ?? 0;
     const listed = await new PlacementClient(checkHttp).listProviders();
     const roots = listed.filter((p) => p.parent_provider_uuid === null && p.name.startsWith(`${prefix}-`)).length;
@@ -160,16 +172,16 @@ export async function runFleet(o: FleetOptions): Promise<FleetOutcome> {
     const fleetFull = await Promise.race([claimer.full.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), o.claimSeconds * 1000)))]);
     clearTimeout(timer);
     const claimerStats = await claimer.stop();
-    const claimPhase = { ...(await phase(shards, tc)), fleetFull, drifted };
+    const claimPhase = { ...(await phase(shards, tc, o.placementCpu)), fleetFull, drifted };
     log(`fleet: ${claimerStats.claimed} claims in ${claimPhase.seconds.toFixed(1)} s (full=${fleetFull}); steady window`);
 
     // One interval for every host to audit once after the last claim, then the window.
     const tt = Date.now();
     await sleep(o.auditInterval * 1000);
-    const settle = await phase(shards, tt);
+    const settle = await phase(shards, tt, o.placementCpu);
     const ts = Date.now();
     await sleep(o.windowSeconds * 1000);
-    const steady = await phase(shards, ts);
+    const steady = await phase(shards, ts, o.placementCpu);
     await Promise.all(shards.map((s) => s.stopAudits()));
 
     const usages = await readUsages(checkHttp);
@@ -196,6 +208,7 @@ export async function runFleet(o: FleetOptions): Promise<FleetOutcome> {
       wallSeconds: (Date.now() - started) / 1000,
     };
   } finally {
+    o.placementCpu?.stop();
     await claimer.stop();
     await Promise.all(shards.map((s) => s.close().catch(() => undefined)));
   }

@@ -33,6 +33,10 @@ const CONSOLE_LINES = 1000;
 
 export class FakeHypervisor {
   private readonly instances = new Map<string, FakeInstance>();
+  /** The write in progress, if any. */
+  private writing: Promise<void> | undefined;
+  /** The write queued behind it, not yet started: a `save` now is covered by it. */
+  private nextWrite: Promise<void> | undefined;
 
   /**
    * With `file`, instances are loaded from it now and written back by `save()` after every change,
@@ -50,9 +54,29 @@ export class FakeHypervisor {
     for (const i of saved) this.instances.set(i.uuid, i);
   }
 
-  /** Persists the instances (no-op without a file). */
-  async save(): Promise<void> {
-    if (this.file) await writeFileAtomic(this.file, JSON.stringify([...this.instances.values()]), 0o600);
+  /**
+   * Persists the instances (no-op without a file); resolves once a write that began after this
+   * call is on disk. Calls made while a write is in flight share the next one (group commit): the
+   * file holds every instance, so one write covers every change made before it starts, and a
+   * burst of spawns costs a few rewrites of the file instead of one per spawn.
+   */
+  save(): Promise<void> {
+    const file = this.file;
+    if (!file) return Promise.resolve();
+    if (this.nextWrite) return this.nextWrite;
+    const next = (this.writing ?? Promise.resolve())
+      .catch(() => undefined)
+      .then(() => {
+        // From here on, a change needs a write of its own: this one has taken its snapshot.
+        this.nextWrite = undefined;
+        this.writing = next;
+        return writeFileAtomic(file, JSON.stringify([...this.instances.values()]), 0o600);
+      })
+      .finally(() => {
+        if (this.writing === next) this.writing = undefined;
+      });
+    this.nextWrite = next;
+    return next;
   }
 
   list(): InstanceInfo[] {
