@@ -24,7 +24,7 @@ describe('scripts/glance-stack', () => {
   test('up, upload, gets, status, down', async () => {
     const up = run('up');
     expect(up.status).toBe(0);
-    expect(run('status').stdout).toMatch(new RegExp(`^glance: up \\(http://127\\.0\\.0\\.1:${port}, (zed|2025\\.1)\\)`));
+    expect(run('status').stdout).toMatch(new RegExp(`^glance: up \\(http://127\\.0\\.0\\.1:${port}, (zed|2025\\.1), auth noauth\\)`));
     expect(run('up').stderr).toMatch(/already up/);
     const file = join(dir, 'tick.img');
     writeFileSync(file, tickImage());
