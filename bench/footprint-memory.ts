@@ -10,7 +10,6 @@
  * here), so a sample taken right after start-up measures start-up, not the idle daemon.
  */
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { collectAndEvaluate } from './inspector';
 
 const MB = 2 ** 20;
@@ -73,16 +72,4 @@ const EXPRESSION = `(() => {
 /** Forces a full GC in the daemon inspected on `port` and reads the breakdown. */
 export async function heapBreakdown(port: number): Promise<HeapBreakdown> {
   return JSON.parse(await collectAndEvaluate(port, EXPRESSION)) as HeapBreakdown;
-}
-
-/** A loopback port free right now (for `--inspect`). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => (typeof a === 'object' && a ? resolve(a.port) : reject(new Error('no free port'))));
-    });
-  });
 }

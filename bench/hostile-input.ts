@@ -16,7 +16,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openSync, closeSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { connect } from 'amqplib';
@@ -24,7 +23,7 @@ import { agentSpec, rootOf } from './agents';
 import { ControlPlane } from './control-plane';
 import { statusMb, stop, unitNode, type UnitNode } from './footprint';
 import { fuzzBodies, hugeBodies } from './fuzz-bodies';
-import { collectAndMeasure } from './inspector';
+import { collectAndMeasure, freePort } from './inspector';
 import { round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
 import { NoAuth } from '../tracker/placement/auth';
 import { PlacementClient } from '../tracker/placement/client';
@@ -51,17 +50,6 @@ export interface RoundSample {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => (typeof a === 'object' && a ? resolve(a.port) : reject(new Error('no port'))));
-    });
-  });
-}
 
 /** Starts the daemon with its log in `logFile` (an operator's journal, not a pipe the bench must drain). */
 async function startDaemon(configFile: string, logFile: string, inspectPort: number, node: UnitNode): Promise<ChildProcess> {

@@ -10,6 +10,7 @@
  * Not here: anything that writes to the inspected process.
  */
 import { execFile } from 'node:child_process';
+import { createServer } from 'node:net';
 
 /** `process.memoryUsage()` of the inspected process, in bytes. */
 export interface InspectedMemory {
@@ -78,6 +79,18 @@ async function main(url: string, expression: string): Promise<void> {
   const r = (await send('Runtime.evaluate', { expression, returnByValue: true })) as { result?: { value?: string } };
   ws.close();
   process.stdout.write(`${r.result?.value ?? '{}'}\n`);
+}
+
+/** A loopback port free right now, for the inspected process's `--inspect`. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => (typeof a === 'object' && a ? resolve(a.port) : reject(new Error('no free port'))));
+    });
+  });
 }
 
 if (require.main === module) {
