@@ -42,14 +42,20 @@ export class LifecycleFlows {
       }
       rec ??= await c.save(arrivingRecord(c, inst, flavor, arrival('create.start')));
       crashPoint('build.recorded');
-      if (rec.task_state === 'scheduling') await c.notify(rec, 'create.start', ctx);
+      // create.start's report and the claim overlap: neither needs the other, and in nova mode the
+      // report is conductor round trips the claim would otherwise wait out. It is given a copy of
+      // the record (the claim changes it), and every later step waits for it, so the control plane
+      // still sees the steps in order; a crash before the claim is recorded reports it again.
+      const started = rec.task_state === 'scheduling' ? c.notify({ ...rec }, 'create.start', ctx) : Promise.resolve();
       try {
         if (rec.task_state === 'scheduling') {
-          rec.allocations = await c.claims.claimForBuild(rec, {
+          const claim = c.claims.claimForBuild(rec, {
             schedulerClaimed: opts.claimed || c.controlPlane.schedulerClaims,
             resuming,
             requestId: placementRequestId(ctx),
           });
+          const allocations = await claim.finally(() => started);
+          rec.allocations = allocations;
           transition(rec, 'create.claimed');
           await c.save(rec);
           crashPoint('build.claimed');
@@ -64,6 +70,7 @@ export class LifecycleFlows {
           crashPoint('build.spawned');
         }
       } catch (e) {
+        await started;
         await this.failBuild(rec, e, ctx);
         return;
       }
