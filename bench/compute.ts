@@ -170,7 +170,9 @@ export async function runComputeBench(opts: BenchOptions): Promise<BenchResult> 
     const ceiling = (): Promise<ClaimCeiling> => measureClaimCeiling({ placementUrl: PLACEMENT_URL, provider: rootOf(a.spec), resources: CLAIM, writes: n, concurrency: inFlight });
     const ceilings = [await ceiling()];
     const rounds: SpawnPhase[] = [];
-    for (let r = 0; r < (opts.quick ? 1 : 2); r++) {
+    // Three rounds: on a shared two-core machine Placement's own rate moves by a tenth from one
+    // ceiling run to the next, and each round is held to the two ceilings around it.
+    for (let r = 0; r < (opts.quick ? 1 : 3); r++) {
       rounds.push(await spawnPhase(cp, a, n, false, api));
       ceilings.push(await ceiling());
     }
@@ -181,6 +183,7 @@ export async function runComputeBench(opts: BenchOptions): Promise<BenchResult> 
     const claimedRate = n / claimed.seconds;
     const ceilingRate = ceilings.reduce((x, c) => x + c.perSecond, 0) / ceilings.length;
     const failed = ceilings.reduce((x, c) => x + c.failed, 0);
+    const roundFractions = rounds.map((p, k) => round(n / p.seconds / (((ceilings[k]?.perSecond ?? 0) + (ceilings[k + 1]?.perSecond ?? 0)) / 2), 2));
     const spawnRows = (label: string, p: SpawnPhase): BenchRow[] => [
       { scenario: `spawn, ${n} concurrent casts, ${label}`, metric: 'cast to create.end p50 / p99', value: `${round(median(p.latencies))} / ${round(percentile(p.latencies, 99))} ms` },
       { scenario: `spawn, ${n} concurrent casts, ${label}`, metric: 'CPU of this process per spawn (the agents and the bench\'s caster)', value: round(p.cpuMs / p.latencies.length, 2), unit: 'ms' },
@@ -193,7 +196,12 @@ export async function runComputeBench(opts: BenchOptions): Promise<BenchResult> 
         value: `${round(ceilingRate)} (${ceilings.map((c) => c.perSecond).join(' / ')})${failed ? `, ${failed} failed` : ''}`,
         baseline: 'the ceiling an unclaimed spawn (one such write) is held to',
       },
-      { scenario: `spawn, ${n} concurrent casts, no scheduler claim`, metric: 'spawns/s as a fraction of the claim-write ceiling', value: round(unclaimedRate / ceilingRate, 2), goal: '>= 0.9' },
+      {
+        scenario: `spawn, ${n} concurrent casts, no scheduler claim`,
+        metric: 'spawns/s as a fraction of the claim-write ceiling (each round against the ceilings around it)',
+        value: `${round(unclaimedRate / ceilingRate, 2)} (${roundFractions.join(' / ')})`,
+        goal: '>= 0.9',
+      },
       ...spawnRows('no scheduler claim', unclaimed),
       { scenario: `spawn, ${n} concurrent casts, scheduler claimed`, metric: 'throughput (one read each, no write)', value: round(claimedRate), unit: 'spawns/s' },
       ...spawnRows('scheduler claimed', claimed),
