@@ -5,7 +5,7 @@ import { NoAuth } from '../../../../tracker/placement/auth';
 import { PlacementClient } from '../../../../tracker/placement/client';
 import { PlacementHttp } from '../../../../tracker/placement/http';
 import { MemoryNotifier, type RequestContext } from '../../../../agent/compute/ports';
-import { NotifierControlPlane, type ControlPlane } from '../../../../agent/compute/control-plane';
+import { NotifierControlPlane } from '../../../../agent/compute/control-plane';
 import type { InstanceRecord } from '../../../../model/instance';
 import type { FlowStep } from '../../../../agent/compute/transitions';
 import { MockPlacement } from '../../../helpers/mock-placement';
@@ -48,7 +48,7 @@ async function setup(): Promise<{ mock: MockPlacement; cp: HeldStartControlPlane
   const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(mock.base) }));
   const peers = new InProcessPeers();
   const cp = new HeldStartControlPlane();
-  const host = await makeHost('host-a', api, peers, undefined, cp as ControlPlane);
+  const host = await makeHost('host-a', api, peers, undefined, cp);
   return { mock, cp, call: (args) => peers.call('host-a', 'build_and_run_instance', args, CTX), root: host.rootUuid };
 }
 
