@@ -3,7 +3,7 @@
  * a fake host file roomy enough for hundreds of instances, a private control exchange so runs never
  * meet other traffic), and in-process daemons with a request counter on their Placement client.
  */
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Daemon } from '../agent/daemon';
@@ -11,7 +11,9 @@ import { silentLogger, type Logger } from '../lib/logging/logger';
 import { loadConfig } from '../config/loader';
 import type { AgentConfig } from '../config/schema';
 import { placementFromConfig } from '../tracker/placement/factory';
-import { RequestCounter } from '../tracker/placement/http';
+import { NoAuth } from '../tracker/placement/auth';
+import { PlacementClient } from '../tracker/placement/client';
+import { PlacementHttp, RequestCounter } from '../tracker/placement/http';
 
 /** 128 threads, 1 TiB, 4 TB: room for a few hundred small instances. */
 export const BIG_HOST = {
@@ -64,4 +66,19 @@ export async function startDaemon(spec: AgentSpec, logger: Logger = silentLogger
   const d = new Daemon({ config, logger, placement: placementFromConfig(config, counter), startupAttempts: 3 });
   await d.start();
   return d;
+}
+
+/**
+ * Removes what an agent left once its daemon has stopped: its provider tree in Placement (children
+ * first) and its directory (config, state, journal). Best effort: a bench that ends must not fail
+ * on its cleanup, and a tree never registered has nothing to delete.
+ */
+export async function removeAgent(spec: AgentSpec, placementUrl: string): Promise<void> {
+  try {
+    const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(placementUrl) }));
+    for (const p of [...(await api.providersInTree(rootOf(spec)))].reverse()) await api.deleteProvider(p.uuid);
+  } catch {
+    /* best effort */
+  }
+  rmSync(spec.dir, { recursive: true, force: true });
 }

@@ -20,7 +20,7 @@ import { RequestCounter } from '../tracker/placement/http';
 import { NoAuth } from '../tracker/placement/auth';
 import { PlacementClient } from '../tracker/placement/client';
 import { PlacementHttp } from '../tracker/placement/http';
-import { agentConfig, agentSpec, rootOf, startDaemon, type AgentSpec } from './agents';
+import { agentConfig, agentSpec, removeAgent, rootOf, startDaemon, type AgentSpec } from './agents';
 import { measureClaimCeiling, pool, type ClaimCeiling } from './claim-ceiling';
 import { ControlPlane } from './control-plane';
 import { median, percentile, round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
@@ -215,6 +215,7 @@ export async function runComputeBench(opts: BenchOptions): Promise<BenchResult> 
   } finally {
     for (const x of agents) await x.daemon.stop('bench end');
     await cp.close();
+    for (const x of agents) await removeAgent(x.spec, PLACEMENT_URL);
   }
 }
 

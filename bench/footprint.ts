@@ -13,15 +13,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { agentSpec, rootOf, type AgentSpec } from './agents';
+import { agentSpec, removeAgent, type AgentSpec } from './agents';
 import { ControlPlane } from './control-plane';
 import { heapBreakdown, rssSplit, settledRss, type HeapBreakdown, type RssSplit } from './footprint-memory';
 import { freePort } from './inspector';
 import { median, round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
 import { novaFootprint } from './nova-baselines';
-import { NoAuth } from '../tracker/placement/auth';
-import { PlacementClient } from '../tracker/placement/client';
-import { PlacementHttp } from '../tracker/placement/http';
 
 const PLACEMENT_URL = process.env.PLACEMENT_URL ?? 'http://127.0.0.1:8778';
 const TRANSPORT_URL = process.env.TRANSPORT_URL ?? 'rabbit://guest:guest@127.0.0.1:5672/';
@@ -194,13 +191,7 @@ export async function runFootprintBench(opts: BenchOptions): Promise<BenchResult
   } finally {
     if (child) await stop(child);
     await cp.close();
-    try {
-      const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(PLACEMENT_URL) }));
-      const root = rootOf(spec);
-      for (const p of [...(await api.providersInTree(root))].reverse()) await api.deleteProvider(p.uuid);
-    } catch {
-      /* best effort */
-    }
+    await removeAgent(spec, PLACEMENT_URL);
   }
 }
 

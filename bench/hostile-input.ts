@@ -19,15 +19,12 @@ import { openSync, closeSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { connect } from 'amqplib';
-import { agentSpec, rootOf } from './agents';
+import { agentSpec, removeAgent } from './agents';
 import { ControlPlane } from './control-plane';
 import { statusMb, stop, unitNode, type UnitNode } from './footprint';
 import { fuzzBodies, hugeBodies } from './fuzz-bodies';
 import { collectAndMeasure, freePort } from './inspector';
 import { round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
-import { NoAuth } from '../tracker/placement/auth';
-import { PlacementClient } from '../tracker/placement/client';
-import { PlacementHttp } from '../tracker/placement/http';
 
 const PLACEMENT_URL = process.env.PLACEMENT_URL ?? 'http://127.0.0.1:8778';
 const TRANSPORT_URL = process.env.TRANSPORT_URL ?? 'rabbit://guest:guest@127.0.0.1:5672/';
@@ -128,12 +125,7 @@ export async function runHostileInputBench(opts: BenchOptions & { readonly round
     if (child) await stop(child);
     await conn.close().catch(() => undefined);
     await cp.close();
-    try {
-      const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(PLACEMENT_URL) }));
-      for (const p of [...(await api.providersInTree(rootOf(spec)))].reverse()) await api.deleteProvider(p.uuid);
-    } catch {
-      /* best effort */
-    }
+    await removeAgent(spec, PLACEMENT_URL);
   }
 }
 
