@@ -12,7 +12,9 @@
  * `--fleet-shards=N` child processes (4), `--fleet-interval=S` compressed audit interval (10; must
  * divide 60), `--fleet-window=S` steady window (30), `--fleet-claimers=N` claimer workers (4),
  * `--fleet-claim-seconds=S` longest claim phase (60), `--fleet-placement-workers=N` uwsgi
- * processes (4), `--fleet-drift-every=N` every Nth host grows its disk as claims start (4; 0 none). Placement runs privately on 127.0.0.1:$BENCH_FLEET_PLACEMENT_PORT (18790), database
+ * processes (4), `--fleet-drift-every=N` every Nth host grows its disk as claims start (4; 0 none),
+ * `--fleet-max-candidates=N` Placement's `max_allocation_candidates` (2025.1 only: run with
+ * OPENSTACK_RELEASE=2025.1; 0, the default, leaves Placement's own: no limit). Placement runs privately on 127.0.0.1:$BENCH_FLEET_PLACEMENT_PORT (18790), database
  * placement_18790, and is stopped at the end; the default dev stack is not touched.
  */
 import { execFileSync } from 'node:child_process';
@@ -36,7 +38,7 @@ function flag(name: string, fallback: number): number {
   return n;
 }
 
-function stackEnv(workers: number, hosts: number): NodeJS.ProcessEnv {
+function stackEnv(workers: number, hosts: number, maxCandidates: number): NodeJS.ProcessEnv {
   // A first sync of every host at once opens hundreds of connections; uwsgi's default backlog
   // of 100 resets the rest. The kernel caps the backlog at somaxconn.
   const somaxconn = Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8').trim()) || 128;
@@ -47,12 +49,17 @@ function stackEnv(workers: number, hosts: number): NodeJS.ProcessEnv {
     PLACEMENT_DB: 'postgres',
     PLACEMENT_WORKERS: String(workers),
     PLACEMENT_LISTEN: String(Math.min(somaxconn, Math.max(128, 2 * hosts))),
+    PLACEMENT_MAX_CANDIDATES: maxCandidates > 0 ? String(maxCandidates) : '',
   };
 }
 
 function stack(env: NodeJS.ProcessEnv, ...args: string[]): void {
+  stackOutput(env, ...args);
+}
+
+function stackOutput(env: NodeJS.ProcessEnv, ...args: string[]): string {
   try {
-    execFileSync('bash', [STACK, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    return execFileSync('bash', [STACK, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] }).toString();
   } catch (e) {
     const stderr = (e as { stderr?: Buffer }).stderr?.toString().trim().split('\n').pop() ?? '';
     throw new Error(`scripts/stack ${args.join(' ')} failed: ${stderr}`);
@@ -60,7 +67,7 @@ function stack(env: NodeJS.ProcessEnv, ...args: string[]): void {
 }
 
 /** The outcome as table rows. */
-export function fleetRows(r: FleetOutcome, o: { interval: number; window: number; placementWorkers: number; claimers: number }, novaHost: NovaHostPasses | string): BenchRow[] {
+export function fleetRows(r: FleetOutcome, o: { interval: number; window: number; placementWorkers: number; claimers: number; placement: string }, novaHost: NovaHostPasses | string): BenchRow[] {
   const s = `fleet, ${r.hosts} hosts`;
   const nova = typeof novaHost === 'string' ? undefined : novaEstimate(novaHost, r.hosts);
   const skipped = typeof novaHost === 'string' ? `nova skipped: ${novaHost}` : '';
@@ -71,7 +78,7 @@ export function fleetRows(r: FleetOutcome, o: { interval: number; window: number
   const agentConflicts = phases.reduce((n, p) => n + p.agents.conflicts, 0);
   const scaled = `audits every ${o.interval} s for ${o.window} s (${r.steady.audits} audits), scaled to one audit per ${REAL_INTERVAL_SECONDS} s`;
   return [
-    { scenario: s, metric: 'setup', value: `${r.providersPerHost} providers per host, ${r.shards || 'no'} child processes, Placement on PostgreSQL with ${o.placementWorkers} uwsgi workers, claimer with ${o.claimers} workers` },
+    { scenario: s, metric: 'setup', value: `${r.providersPerHost} providers per host, ${r.shards || 'no'} child processes, ${o.placement}, claimer with ${o.claimers} workers` },
     { scenario: s, metric: 'time to converge (every tree in Placement; the claimer already claiming)', value: `${round(r.convergeSeconds)} s${r.converged ? '' : ' (NOT converged)'}` },
     {
       scenario: s,
@@ -148,7 +155,10 @@ export async function runFleetBench(opts: BenchOptions): Promise<BenchResult> {
   const window = flag('fleet-window', opts.quick ? 10 : 30);
   const claimers = flag('fleet-claimers', 4);
   // One Placement for every size, with the backlog the largest needs (`up` with another backlog restarts it).
-  const env = stackEnv(placementWorkers, Math.max(...sizes));
+  const maxCandidates = flag('fleet-max-candidates', 0);
+  const env = stackEnv(placementWorkers, Math.max(...sizes), maxCandidates);
+  const release = /^OPENSTACK_RELEASE=(.*)$/m.exec(stackOutput(env, 'env'))?.[1] ?? 'unknown';
+  const placement = `Placement ${release} on PostgreSQL with ${placementWorkers} uwsgi workers${maxCandidates > 0 ? `, max_allocation_candidates ${maxCandidates}` : ''}`;
   const cpu = new PlacementCpu(join(String(env.STACK_DIR), `placement-${PORT}`, 'uwsgi.pid'), `placement_${PORT}`);
   stack(env, 'up', 'placement');
   try {
@@ -173,7 +183,7 @@ export async function runFleetBench(opts: BenchOptions): Promise<BenchResult> {
       // host ended with, on the same Placement (its own host, removed afterwards).
       const novaHost = await novaHostCounts(`http://127.0.0.1:${PORT}`, r.providersPerHost, Math.round(r.claimer.claimed / Math.max(1, r.hosts)));
       const { overAllocations, ...rest } = r;
-      rows.push(...fleetRows(r, { interval, window, placementWorkers, claimers }, novaHost), ...placementRows(r, { interval }));
+      rows.push(...fleetRows(r, { interval, window, placementWorkers, claimers, placement }, novaHost), ...placementRows(r, { interval }));
       runs.push({ ...rest, overAllocations: overAllocations.slice(0, 20), novaHost });
       outcomes.push(r);
     }
