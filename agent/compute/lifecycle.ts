@@ -49,13 +49,13 @@ export class LifecycleFlows {
       const started = rec.task_state === 'scheduling' ? c.notify({ ...rec }, 'create.start', ctx) : Promise.resolve();
       try {
         if (rec.task_state === 'scheduling') {
-          const claim = c.claims.claimForBuild(rec, {
-            schedulerClaimed: opts.claimed || c.controlPlane.schedulerClaims,
-            resuming,
-            requestId: placementRequestId(ctx),
-          });
-          const allocations = await claim.finally(() => started);
-          rec.allocations = allocations;
+          rec.allocations = await c.claims
+            .claimForBuild(rec, {
+              schedulerClaimed: opts.claimed || c.controlPlane.schedulerClaims,
+              resuming,
+              requestId: placementRequestId(ctx),
+            })
+            .finally(() => started);
           transition(rec, 'create.claimed');
           await c.save(rec);
           crashPoint('build.claimed');

@@ -26,7 +26,7 @@
  */
 import type { ReshapeRequest } from '../placement/api';
 import { PlacementError, PlacementUnavailableError } from '../placement/errors';
-import type { FullInventoryRecord, ProviderSnapshot } from '../../model/provider-types';
+import type { ProviderSnapshot } from '../../model/provider-types';
 import type { SyncContext } from './context';
 import { resolveInventories } from './diff';
 
@@ -36,8 +36,8 @@ export const RESHAPER_INVENTORY_STEPS = 2;
 type InventoryWrites = ReshapeRequest['inventories'];
 
 /** The inventories to write: every provider the cycle created whose driver inventory is not empty. */
-function inventoriesOf(ctx: SyncContext, wanted: readonly ProviderSnapshot[], created: ReadonlySet<string>): Record<string, InventoryWrites[string]> {
-  const out: Record<string, { resource_provider_generation: number; inventories: Record<string, FullInventoryRecord> }> = {};
+function inventoriesOf(ctx: SyncContext, wanted: readonly ProviderSnapshot[], created: ReadonlySet<string>): InventoryWrites {
+  const out: Record<string, InventoryWrites[string]> = {};
   for (const p of wanted) {
     const have = ctx.view.get(p.uuid);
     if (!have || !created.has(p.uuid)) continue;
