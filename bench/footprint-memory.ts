@@ -9,8 +9,8 @@
  * them to the system a few seconds after the last full GC when the process allocates little (8 s
  * here), so a sample taken right after start-up measures start-up, not the idle daemon.
  */
-import { readFileSync } from 'node:fs';
 import { collectAndEvaluate } from './inspector';
+import { statusMbs } from './proc';
 
 const MB = 2 ** 20;
 
@@ -24,9 +24,8 @@ export interface RssSplit {
 }
 
 export function rssSplit(pid: number): RssSplit {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (field: string): number => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? NaN) / 1024;
-  return { rss: kb('VmRSS'), file: kb('RssFile'), anon: kb('RssAnon') };
+  const mb = statusMbs(pid, ['VmRSS', 'RssFile', 'RssAnon']);
+  return { rss: mb.VmRSS, file: mb.RssFile, anon: mb.RssAnon };
 }
 
 /** Samples RSS once a second for `seconds`; the last sample is the settled one. */

@@ -19,12 +19,12 @@ import { heapBreakdown, rssSplit, settledRss, type HeapBreakdown, type RssSplit 
 import { freePort } from './inspector';
 import { median, round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
 import { novaFootprint } from './nova-baselines';
+import { cpuSeconds, statusMb } from './proc';
 
 const PLACEMENT_URL = process.env.PLACEMENT_URL ?? 'http://127.0.0.1:8778';
 const TRANSPORT_URL = process.env.TRANSPORT_URL ?? 'rabbit://guest:guest@127.0.0.1:5672/';
 const BIN = join(__dirname, '..', 'agent', 'cli', 'main.js');
 const FLAVOR = { name: 'm1.tiny', vcpus: 1, memory_mb: 512, root_gb: 1, ephemeral_gb: 0, swap: 0, extra_specs: {} };
-const TICK = 100; // clock ticks per second (USER_HZ on Linux)
 const UNIT = join(__dirname, '..', '..', 'systemd', 'compute-agent.service');
 
 /**
@@ -62,10 +62,6 @@ export function unitNode(unitText: string): UnitNode {
 const NODE_DEFAULTS: UnitNode = { options: '', args: [] };
 const describe = (n: UnitNode): string => [n.options && `NODE_OPTIONS=${n.options}`, n.args.length > 0 && `node ${n.args.join(' ')}`].filter(Boolean).join(', ') || 'Node defaults';
 
-export function statusMb(pid: number, field: 'VmRSS' | 'RssAnon'): number {
-  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : NaN;
-}
 const rssMb = (pid: number): number => statusMb(pid, 'VmRSS');
 
 /** RSS of a bare `node` idling on this machine: the floor any Node daemon starts from. */
@@ -75,11 +71,6 @@ async function bareNodeRss(): Promise<RssSplit> {
   const rss = rssSplit(child.pid ?? 0);
   child.kill();
   return rss;
-}
-
-function cpuSeconds(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(f[11]) + Number(f[12])) / TICK;
 }
 
 async function start(spec: AgentSpec, node: UnitNode, extraArgs: readonly string[] = []): Promise<{ child: ChildProcess; readyMs: number }> {

@@ -21,10 +21,11 @@ import { randomUUID } from 'node:crypto';
 import { connect } from 'amqplib';
 import { agentSpec, removeAgent } from './agents';
 import { ControlPlane } from './control-plane';
-import { statusMb, stop, unitNode, type UnitNode } from './footprint';
+import { stop, unitNode, type UnitNode } from './footprint';
 import { fuzzBodies, hugeBodies } from './fuzz-bodies';
 import { collectAndMeasure, freePort } from './inspector';
 import { round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
+import { statusMb } from './proc';
 
 const PLACEMENT_URL = process.env.PLACEMENT_URL ?? 'http://127.0.0.1:8778';
 const TRANSPORT_URL = process.env.TRANSPORT_URL ?? 'rabbit://guest:guest@127.0.0.1:5672/';

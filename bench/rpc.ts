@@ -13,7 +13,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseTransportUrl } from '../config/transport-url';
 import { silentLogger } from '../lib/logging/logger';
@@ -21,6 +21,7 @@ import { AmqpBroker } from '../agent/rpc/amqp/amqp-broker';
 import { RpcClient } from '../agent/rpc/endpoint/client';
 import { defaultRabbit } from './rpc-agent-server';
 import { rawRoundTrips } from './rpc-raw-echo';
+import { cpuSeconds } from './proc';
 
 /** One row of the result, in the shape of the repo's bench rows. */
 export interface RpcBenchRow {
@@ -66,10 +67,7 @@ const pct = (sorted: readonly number[], p: number): number => sorted[Math.min(so
 const r2 = (n: number): number => Math.round(n * 100) / 100;
 
 /** CPU time (ms) a process has used, from /proc (clock ticks of 10 ms). */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
+const cpuMs = (pid: number): number => cpuSeconds(pid) * 1000;
 
 async function startServer(cmd: string, args: string[]): Promise<{ child: ChildProcess; stop: () => Promise<void> }> {
   const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });

@@ -10,24 +10,13 @@
  * last second of a backend that exits, which the pooled (long-lived) connections make rare.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-
-/** Linux's USER_HZ: the unit of utime and stime in /proc/<pid>/stat. */
-const TICKS_PER_SECOND = 100;
-
-interface ProcStat {
-  readonly ppid: number;
-  /** utime + stime, in ticks. */
-  readonly ticks: number;
-}
+import { procStat, TICKS_PER_SECOND, type ProcStat } from '../proc';
 
 function readStat(pid: number): ProcStat | undefined {
   try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name is in parentheses and may hold spaces: fields are counted after the last ')'.
-    const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return { ppid: Number(rest[1]), ticks: Number(rest[11]) + Number(rest[12]) };
+    return procStat(pid);
   } catch {
-    return undefined;
+    return undefined; // gone since /proc was listed
   }
 }
 
@@ -50,29 +39,33 @@ export class PlacementCpu {
     private readonly database: string,
   ) {}
 
-  private pids(): number[] {
+  /** Whether a process title is a PostgreSQL backend of Placement's database. */
+  private servesDatabase(title: string): boolean {
+    return title.startsWith('postgres: ') && title.includes(` ${this.database} `);
+  }
+
+  /** Placement's processes now, each with the CPU ticks it has used (one read of its stat). */
+  private processes(): Map<number, number> {
+    const out = new Map<number, number>();
     let master: number;
     try {
       master = Number(readFileSync(this.pidFile, 'utf8').trim());
     } catch {
-      return [];
+      return out;
     }
-    const out: number[] = [];
     for (const name of readdirSync('/proc')) {
       const pid = Number(name);
       if (!Number.isInteger(pid)) continue;
-      if (pid === master) out.push(pid);
-      else if (readStat(pid)?.ppid === master) out.push(pid);
-      else if (cmdline(pid).startsWith('postgres: ') && cmdline(pid).includes(` ${this.database} `)) out.push(pid);
+      const stat = readStat(pid);
+      if (!stat) continue;
+      if (pid === master || stat.ppid === master || this.servesDatabase(cmdline(pid))) out.set(pid, stat.cpuTicks);
     }
     return out;
   }
 
   /** Adds what each process used since it was last seen; a new process counts from its start. */
   private sample(): void {
-    for (const pid of this.pids()) {
-      const now = readStat(pid)?.ticks;
-      if (now === undefined) continue;
+    for (const [pid, now] of this.processes()) {
       this.ticks += now - (this.last.get(pid) ?? 0);
       this.last.set(pid, now);
     }
@@ -82,7 +75,7 @@ export class PlacementCpu {
   start(): void {
     this.stop();
     this.last.clear();
-    for (const pid of this.pids()) this.last.set(pid, readStat(pid)?.ticks ?? 0);
+    for (const [pid, now] of this.processes()) this.last.set(pid, now);
     this.ticks = 0;
     this.timer = setInterval(() => this.sample(), 1000);
     this.timer.unref();
