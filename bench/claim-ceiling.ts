@@ -11,7 +11,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'node:http';
-import { median, percentile, round } from './lib';
+import { median, percentile, pool, round } from './lib';
 
 export interface ClaimCeilingOptions {
   readonly placementUrl: string;
@@ -57,18 +57,6 @@ function send(agent: Agent, base: URL, method: 'PUT' | 'DELETE', path: string, b
     req.on('error', () => resolve({ status: 'error', ms: performance.now() - t0 }));
     req.end(body);
   });
-}
-
-/** Runs `jobs` with at most `concurrency` at once. */
-export async function pool<T>(items: readonly T[], concurrency: number, job: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    for (let i = next++; i < items.length; i = next++) {
-      const item = items[i];
-      if (item !== undefined) await job(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker));
 }
 
 /** Measures the claim-write rate, then deletes what it wrote. */

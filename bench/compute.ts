@@ -21,9 +21,9 @@ import { NoAuth } from '../tracker/placement/auth';
 import { PlacementClient } from '../tracker/placement/client';
 import { PlacementHttp } from '../tracker/placement/http';
 import { agentConfig, agentSpec, removeAgent, rootOf, startDaemon, type AgentSpec } from './agents';
-import { measureClaimCeiling, pool, type ClaimCeiling } from './claim-ceiling';
+import { measureClaimCeiling, type ClaimCeiling } from './claim-ceiling';
 import { ControlPlane } from './control-plane';
-import { median, percentile, round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
+import { median, percentile, pool, round, type BenchOptions, type BenchResult, type BenchRow } from './lib';
 
 const PLACEMENT_URL = process.env.PLACEMENT_URL ?? 'http://127.0.0.1:8778';
 const TRANSPORT_URL = process.env.TRANSPORT_URL ?? 'rabbit://guest:guest@127.0.0.1:5672/';
@@ -57,8 +57,9 @@ async function spawnPhase(cp: ControlPlane, a: Agent, n: number, claimed: boolea
   const instances = Array.from({ length: n }, inst);
   if (claimed) {
     // A scheduler claimed first (not counted: it is the scheduler's request, not the agent's).
+    const root = rootOf(a.spec);
     await pool(instances, 8, async (i) => {
-      await api.putAllocations(String(i.uuid), { allocations: { [rootOf(a.spec)]: { resources: CLAIM } }, project_id: 'bench', user_id: 'bench', consumer_generation: null });
+      await api.putAllocations(String(i.uuid), { allocations: { [root]: { resources: CLAIM } }, project_id: 'bench', user_id: 'bench', consumer_generation: null });
     });
   }
   a.counter.reset();
@@ -167,7 +168,8 @@ export async function runComputeBench(opts: BenchOptions): Promise<BenchResult> 
     const config = agentConfig(a.spec);
     const prefetch = config.oslo_messaging_rabbit.rabbit_qos_prefetch_count > 0 ? config.oslo_messaging_rabbit.rabbit_qos_prefetch_count : config.DEFAULT.executor_thread_pool_size;
     const inFlight = Math.min(n, prefetch);
-    const ceiling = (): Promise<ClaimCeiling> => measureClaimCeiling({ placementUrl: PLACEMENT_URL, provider: rootOf(a.spec), resources: CLAIM, writes: n, concurrency: inFlight });
+    const root = rootOf(a.spec);
+    const ceiling = (): Promise<ClaimCeiling> => measureClaimCeiling({ placementUrl: PLACEMENT_URL, provider: root, resources: CLAIM, writes: n, concurrency: inFlight });
     const ceilings = [await ceiling()];
     const rounds: SpawnPhase[] = [];
     // Three rounds: on a shared two-core machine Placement's own rate moves by a tenth from one

@@ -25,7 +25,7 @@ import { measuredPerHostPerMinute, novaEstimate, percent, perHostPerMinute, REAL
 import { PlacementCpu } from './fleet/placement-cpu';
 import { novaHostCounts } from './nova-baselines';
 import { runFleet, type FleetOutcome } from './fleet/run';
-import { busyCores, coresNeeded, placementCost } from './fleet/sizing';
+import { busyCores, coresNeeded, placementCost, type PlacementCost } from './fleet/sizing';
 
 const PORT = Number(process.env.BENCH_FLEET_PLACEMENT_PORT ?? '18790');
 const STACK = join(__dirname, '..', '..', 'scripts', 'stack');
@@ -112,16 +112,21 @@ export function fleetRows(r: FleetOutcome, o: { interval: number; window: number
   ];
 }
 
+/** Placement's price of an agent request (steady window) and of a landed claim (claim phase), as the run measured them. */
+function costOf(r: FleetOutcome): PlacementCost {
+  return placementCost(
+    { cpuSeconds: r.steady.placementCpu, agentRequests: r.steady.agents.requests },
+    { cpuSeconds: r.claimPhase.placementCpu, agentRequests: r.claimPhase.agents.requests, claims: r.claimer.claimed },
+  );
+}
+
 /** Placement's CPU in the claim phase and the steady window, and the cores that come to. */
 export function placementRows(r: FleetOutcome, o: { interval: number }): BenchRow[] {
   const s = `fleet, ${r.hosts} hosts`;
   if (Number.isNaN(r.steady.placementCpu)) return [];
   const claiming = busyCores(r.claimPhase.placementCpu, r.claimPhase.seconds);
   const steady = busyCores(r.steady.placementCpu, r.steady.seconds);
-  const cost = placementCost(
-    { cpuSeconds: r.steady.placementCpu, agentRequests: r.steady.agents.requests },
-    { cpuSeconds: r.claimPhase.placementCpu, agentRequests: r.claimPhase.agents.requests, claims: r.claimer.claimed },
-  );
+  const cost = costOf(r);
   const claimRate = r.claimer.claimed / r.claimPhase.seconds;
   const atRealInterval = perHostPerMinute(r.steady.agents.requests, r.steady.audits);
   return [
@@ -211,10 +216,7 @@ export function claimRateRows(outcomes: readonly FleetOutcome[]): BenchRow[] {
       { scenario, metric: 'claims/s, ratio (the claimer kept fed as the fleet grows)', value: `${round(rate(r) / rate(base), 2)} (${round(rate(r), 1)} / ${round(rate(base), 1)} claims/s)`, goal: '>= 0.8' },
     ];
     if (!Number.isNaN(r.steady.placementCpu)) {
-      const cost = placementCost(
-        { cpuSeconds: r.steady.placementCpu, agentRequests: r.steady.agents.requests },
-        { cpuSeconds: r.claimPhase.placementCpu, agentRequests: r.claimPhase.agents.requests, claims: r.claimer.claimed },
-      );
+      const cost = costOf(r);
       const cores = coresNeeded(cost, r.hosts, perHostPerMinute(r.steady.agents.requests, r.steady.audits), rate(base));
       rows.push({ scenario, metric: `Placement cores busy for ${r.hosts} hosts at ${round(rate(base), 1)} claims/s (the ${base.hosts}-host rate; a floor, at the ${r.hosts}-host run's prices)`, value: round(cores, 2) });
     }

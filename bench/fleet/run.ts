@@ -20,6 +20,7 @@ import { PlacementHttp, RequestCounter } from '../../tracker/placement/http';
 import { Claimer, FLAVORS, type ClaimerStats } from './claimer';
 import { overAllocations, providersWithoutRoom, sumCounts, traffic, type CountEntries, type OverAllocation, type ProviderUsage, type Traffic } from './report';
 import { ChildShard, LocalShard, type FleetShard, type ShardCounts } from './shard';
+import { pool } from '../lib';
 
 export interface FleetOptions {
   readonly hosts: number;
@@ -104,17 +105,11 @@ export async function readUsages(http: PlacementHttp, concurrency = 8): Promise<
   const api = new PlacementClient(http);
   const providers = await api.listProviders();
   const out: ProviderUsage[] = [];
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    for (let i = next++; i < providers.length; i = next++) {
-      const p = providers[i];
-      if (!p) continue;
-      const inv = await api.getInventories(p.uuid);
-      const use = await http.request<{ usages: Record<string, number> }>({ method: 'GET', path: `/resource_providers/${p.uuid}/usages`, microversion: '1.14' });
-      out.push({ uuid: p.uuid, name: p.name, inventories: inv.inventories, usages: use.data.usages });
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
+  await pool(providers, concurrency, async (p) => {
+    const inv = await api.getInventories(p.uuid);
+    const use = await http.request<{ usages: Record<string, number> }>({ method: 'GET', path: `/resource_providers/${p.uuid}/usages`, microversion: '1.14' });
+    out.push({ uuid: p.uuid, name: p.name, inventories: inv.inventories, usages: use.data.usages });
+  });
   return out;
 }
 
