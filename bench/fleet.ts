@@ -15,7 +15,7 @@
  * processes (4), `--fleet-drift-every=N` every Nth host grows its disk as claims start (4; 0 none),
  * `--fleet-max-candidates=N` Placement's `max_allocation_candidates` (2025.1 only: run with
  * OPENSTACK_RELEASE=2025.1; 0, the default, leaves Placement's own: no limit). Placement runs privately on 127.0.0.1:$BENCH_FLEET_PLACEMENT_PORT (18790), database
- * placement_18790, and is stopped at the end; the default dev stack is not touched.
+ * placement_18790_<release>, and is stopped at the end; the default dev stack is not touched.
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -162,9 +162,12 @@ export async function runFleetBench(opts: BenchOptions): Promise<BenchResult> {
   // One Placement for every size, with the backlog the largest needs (`up` with another backlog restarts it).
   const maxCandidates = flag('fleet-max-candidates', 0);
   const env = stackEnv(placementWorkers, Math.max(...sizes), maxCandidates);
-  const release = /^OPENSTACK_RELEASE=(.*)$/m.exec(stackOutput(env, 'env'))?.[1] ?? 'unknown';
+  const stackVars = stackOutput(env, 'env');
+  const release = /^OPENSTACK_RELEASE=(.*)$/m.exec(stackVars)?.[1] ?? 'unknown';
+  const database = /^PLACEMENT_PG_DB=(.*)$/m.exec(stackVars)?.[1];
+  if (!database) throw new Error(`scripts/stack env named no PLACEMENT_PG_DB for a PostgreSQL Placement: ${stackVars.trim()}`);
   const placement = `Placement ${release} on PostgreSQL with ${placementWorkers} uwsgi workers${maxCandidates > 0 ? `, max_allocation_candidates ${maxCandidates}` : ''}`;
-  const cpu = new PlacementCpu(join(String(env.STACK_DIR), `placement-${PORT}`, 'uwsgi.pid'), `placement_${PORT}`);
+  const cpu = new PlacementCpu(join(String(env.STACK_DIR), `placement-${PORT}`, 'uwsgi.pid'), database);
   stack(env, 'up', 'placement');
   try {
     const rows: BenchRow[] = [];
