@@ -14,6 +14,7 @@ import { fakeSection } from './sections/fake';
 import { glanceSection, imageCacheSection } from './sections/glance';
 import { computeSection, devicesSection, networkSection } from './sections/inventory';
 import { metricsSection } from './sections/metrics';
+import { neutronSection } from './sections/neutron';
 import { placementSection } from './sections/placement';
 import { qemuSection } from './sections/qemu';
 import { rabbitSection } from './sections/rabbit';
@@ -30,6 +31,7 @@ export const configSchema = z.object({
   qemu: qemuSection,
   glance: glanceSection,
   image_cache: imageCacheSection,
+  neutron: neutronSection,
   oslo_messaging_rabbit: rabbitSection,
   metrics: metricsSection,
 });

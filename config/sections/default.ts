@@ -26,6 +26,7 @@ import {
 } from '../types';
 import { transportUrl } from '../transport-url';
 import { primaryAddress } from '../host-address';
+import { vifPluggingOptions } from './neutron';
 
 const ratio = (name: string): z.ZodType<number | undefined, string> =>
   option(optFloat(0, true), {
@@ -190,6 +191,7 @@ export const defaultSection = z.object({
     default: '60',
     expected: 'an integer >= 0 (seconds)',
   }),
+  ...vifPluggingOptions,
   debug: option(bool(), {
     help: 'Log at debug level (overrides log_level).',
     default: 'false',

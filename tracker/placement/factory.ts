@@ -34,25 +34,42 @@ function keystoneOptions(p: AgentConfig['placement']): KeystoneOptions {
   };
 }
 
+/** Where another service is found: its catalog type and the section whose options choose the endpoint. */
+export interface CatalogService {
+  readonly serviceType: string;
+  readonly section: string;
+  readonly interfaces: readonly string[];
+  readonly endpointOverride?: string | undefined;
+  readonly regionName?: string;
+}
+
 /**
- * Keystone auth for Glance: `[placement]`'s credentials (the agent's service user), the `image`
- * endpoint chosen by `[glance]`'s valid_interfaces, region_name and endpoint_override. Undefined
- * with `auth_type = noauth`: a Glance without keystone is reached through `[glance] endpoint_override` alone.
+ * Keystone auth for another service the agent calls (Glance, Neutron): `[placement]`'s credentials
+ * (the agent's one service user), the service's endpoint chosen by its own section's
+ * valid_interfaces, region_name and endpoint_override. Undefined with `auth_type = noauth`.
  */
-export function glanceAuthFromConfig(config: AgentConfig): KeystoneAuth | undefined {
+export function serviceAuthFromConfig(config: AgentConfig, service: CatalogService): KeystoneAuth | undefined {
   const p = config.placement;
   if (p.auth_type === 'noauth') return undefined;
-  const g = config.glance;
-  // Placement's endpoint_override and region_name are Placement's; Glance's come from [glance].
+  // Placement's endpoint_override and region_name are Placement's; the service's come from its section.
   const { endpointOverride: _placementUrl, regionName: _placementRegion, ...credentials } = keystoneOptions(p);
   return new KeystoneAuth({
     ...credentials,
-    serviceType: 'image',
-    section: 'glance',
-    interfaces: g.valid_interfaces,
-    ...(g.endpoint_override ? { endpointOverride: g.endpoint_override } : {}),
-    ...(g.region_name ? { regionName: g.region_name } : {}),
+    serviceType: service.serviceType,
+    section: service.section,
+    interfaces: service.interfaces,
+    ...(service.endpointOverride ? { endpointOverride: service.endpointOverride } : {}),
+    ...(service.regionName ? { regionName: service.regionName } : {}),
   });
+}
+
+/**
+ * Keystone auth for Glance (`image` in the catalog, chosen by `[glance]`). Undefined with
+ * `auth_type = noauth`: a Glance without keystone is reached through `[glance] endpoint_override` alone.
+ */
+export function glanceAuthFromConfig(config: AgentConfig): KeystoneAuth | undefined {
+  const g = config.glance;
+  return serviceAuthFromConfig(config, { serviceType: 'image', section: 'glance', interfaces: g.valid_interfaces, endpointOverride: g.endpoint_override, regionName: g.region_name });
 }
 
 export function placementFromConfig(config: AgentConfig, counter?: RequestCounter, observer?: PlacementObserver): PlacementClient {
