@@ -46,6 +46,7 @@ import { backoffDelay } from '../lib/backoff';
 import { systemClock, type Clock } from '../lib/clock';
 import type { NovaParts } from './nova/wiring';
 import { createDriver, createTracker, type TrackerParts } from './wiring';
+import { networkFromConfig } from './network/factory';
 
 /** nova mode's wiring, loaded on first use: a standalone agent would hold its modules for nothing. */
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- a synchronous load on first use
@@ -158,6 +159,8 @@ export class Daemon {
       notifier: new RpcNotifier(rpc.broker, config.DEFAULT.control_exchange, host, logger),
       logger,
       callTimeoutMs: config.DEFAULT.rpc_response_timeout * 1000,
+      network: networkFromConfig(config, logger, this.clock),
+      vifPlugging: { timeoutS: config.DEFAULT.vif_plugging_timeout, fatal: config.DEFAULT.vif_plugging_is_fatal },
       ...(nova ? { controlPlane: nova.controlPlane } : {}),
     });
     this.manager = manager;

@@ -3,6 +3,7 @@
  * move in progress, in nova's vocabulary (vm_state, task_state, migration status). These are the
  * values the journal stores, so they are plain JSON.
  */
+import type { NetworkInfo } from './network';
 import type { Resources } from './provider-types';
 
 /** nova's power states (`nova/compute/power_state.py`); the value is what nova stores. */
@@ -108,6 +109,10 @@ export interface InstanceRecord {
   /** This instance's allocations on this host (provider -> resources), as written to Placement. */
   allocations: Readonly<Record<string, Resources>>;
   migration?: MigrationRecord;
+  /** The instance's VIFs: its ports bound to this host, as last read from Neutron. */
+  network_info?: NetworkInfo;
+  /** Ports the user gave the instance: released on delete, never deleted (kept before they are bound). */
+  preserved_ports?: readonly string[];
   launched_at?: string;
   fault?: string;
   updated_at: string;

@@ -90,6 +90,14 @@ export interface Vif {
 /** An instance's VIFs, in the order of its NICs. */
 export type NetworkInfo = readonly Vif[];
 
+/** One requested network: a network (with an optional fixed IP), an existing port, or nova's `none` / `auto`. */
+export type NetworkRequest =
+  | { readonly kind: 'network'; readonly network_id: string; readonly address?: string; readonly tag?: string }
+  | { readonly kind: 'port'; readonly port_id: string; readonly tag?: string };
+
+/** What a build asked for: no network at all, Neutron's one choice (`auto`), or the list. */
+export type RequestedNetworks = { readonly kind: 'none' } | { readonly kind: 'auto' } | { readonly kind: 'list'; readonly requests: readonly NetworkRequest[] };
+
 /** How long a Linux interface name may be (IFNAMSIZ - 1), and nova's device prefix. */
 const NIC_NAME_LEN = 14;
 

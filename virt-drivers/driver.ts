@@ -23,6 +23,7 @@ import type {
   MigrationRef,
 } from './types';
 import type { HostFacts } from './host/discover';
+import type { Vif } from '../model/network';
 
 /** nova's capability flags that map to standard `COMPUTE_*` traits (`CAPABILITY_TRAITS_MAP`). */
 export const CAPABILITY_TRAITS = {
@@ -60,6 +61,18 @@ export interface PowerOffOptions {
  * (a migrate-out of an instance already migrated out, a finish of one already finished).
  */
   readonly timeoutSec?: number;
+}
+
+/** Options of `spawn`. */
+export interface SpawnOptions {
+  /** Start the guest (default); false leaves it created and stopped. */
+  readonly powerOn?: boolean;
+  /**
+   * Called once the VIFs are plugged and the guest is created paused, before it runs (the compute
+   * manager waits there for Neutron's network-vif-plugged events). A rejection fails the spawn:
+   * everything it made is undone and the rejection is rethrown as it is.
+   */
+  readonly beforeRun?: () => Promise<void>;
 }
 
 export interface VirtDriver {
@@ -105,7 +118,9 @@ export interface VirtDriver {
   lastHostFacts?(): HostFacts | undefined;
 
   /** Creates and (with `powerOn`, the default) starts an instance; on failure nothing of it is left. @throws InstanceExistsError, DriverError */
-  spawn(instance: InstanceSpec, opts?: { readonly powerOn?: boolean }): Promise<void>;
+  spawn(instance: InstanceSpec, opts?: SpawnOptions): Promise<void>;
+  /** Optional: hot-unplugs a VIF from a running guest and unplugs it from the host; idempotent. @throws InstanceNotFoundError, DriverError */
+  detachInterface?(instance: InstanceRef, vif: Vif): Promise<void>;
   /** Stops and deletes an instance and its local disks; idempotent (an absent instance is not an error). @throws DriverError */
   destroy(instance: InstanceRef): Promise<void>;
   /** Starts a stopped instance. @throws InstanceNotFoundError, InstanceStateError */

@@ -10,6 +10,7 @@
  * It is: the vocabulary the compute manager and every driver share. It is not: nova's object
  * model; only what a driver needs to act is here, and it grows only by optional fields.
  */
+import type { NetworkInfo } from '../model/network';
 import type { Logger } from '../lib/logging/logger';
 import type { Clock } from '../lib/clock';
 import type { AgentConfig } from '../config/schema';
@@ -35,6 +36,8 @@ export interface InstanceSpec extends InstanceRef {
   readonly image_ref?: string;
   /** The instance's allocations in Placement: provider uuid -> resources. */
   readonly allocations: ConsumerAllocations;
+  /** The instance's VIFs, bound to this host by the compute manager; absent or empty: no NIC. */
+  readonly network_info?: NetworkInfo;
 }
 
 /** A compute host taking part in a move. */

@@ -15,6 +15,13 @@ import type { Notifier, RequestContext } from './ports';
 import { payloadOf } from './payload';
 import type { DecodedMigration } from './decode';
 import { rowOf, stateAfter, type FlowStep } from './transitions';
+import type { NetworkInfo } from '../../model/network';
+
+/** What happened to an instance's network (`ControlPlane.network`). */
+export type NetworkChange =
+  | { readonly kind: 'allocated'; readonly info: NetworkInfo; readonly added: NetworkInfo }
+  | { readonly kind: 'refreshed'; readonly info: NetworkInfo }
+  | { readonly kind: 'released' };
 
 export interface ControlPlane {
   /** The scheduler claimed before builds and moves: flows verify its claims instead of claiming. */
@@ -31,6 +38,12 @@ export interface ControlPlane {
    * fault saying so). Never throws.
    */
   lost(uuid: string, method: string, ctx: RequestContext): Promise<void>;
+  /**
+   * The instance's network changed: ports bound to it (`allocated`, with the VIFs new to it), read
+   * again (`refreshed`), or given back (`released`). nova mode writes the VirtualInterface rows and
+   * the info cache nova-api shows the server's addresses from. Never throws.
+   */
+  network(uuid: string, change: NetworkChange, ctx: RequestContext): Promise<void>;
   /** The instance argument of a message to another compute host. */
   instanceArg(rec: InstanceRecord, flavor?: Flavor): Record<string, unknown>;
   /** The instance argument for an instance this host no longer has a record of. */
@@ -75,6 +88,11 @@ export class NotifierControlPlane implements ControlPlane {
 
   async deleted(_uuid: string, rec: InstanceRecord | undefined, ctx: RequestContext): Promise<void> {
     if (rec) await this.step({ ...rec, ...stateAfter('delete.end', rec) }, 'delete.end', ctx);
+  }
+
+  /** Standalone peers read addresses from Neutron itself; there is no info cache to keep. */
+  network(): Promise<void> {
+    return Promise.resolve();
   }
 
   /** Standalone casters set no task state; the RPC server logs the cast's failure. */

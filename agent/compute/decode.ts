@@ -62,6 +62,7 @@ const instanceSchema = z.object({
   host: z.string().nullish(),
   vm_state: z.string().nullish(),
   task_state: z.string().nullish(),
+  availability_zone: z.string().nullish(),
 });
 
 const migrationSchema = z.object({
@@ -81,6 +82,8 @@ export interface DecodedInstance {
   readonly image_ref: string | undefined;
   /** The vm_state nova had when it sent the request. */
   readonly vm_state: string | undefined;
+  /** The availability zone nova placed it in (ports get `device_owner = compute:<az>`). */
+  readonly availability_zone: string | undefined;
 }
 
 export interface DecodedMigration {
@@ -94,7 +97,7 @@ export interface DecodedMigration {
 export type UnplacedMigration = Omit<DecodedMigration, 'dest_compute'> & { readonly dest_compute: string | undefined };
 
 /** A decoder from a zod schema; issues at the value's root are the expected form itself, so only deeper ones are named. */
-function fromSchema<T, O>(expected: string, schema: z.ZodType<T>, normalize: (v: T) => O): ArgDecoder<O> {
+export function fromSchema<T, O>(expected: string, schema: z.ZodType<T>, normalize: (v: T) => O): ArgDecoder<O> {
   return arg.from(expected, (v) => {
     const r = schema.safeParse(unwrap(v));
     if (r.success) return normalize(r.data);
@@ -116,6 +119,7 @@ function normalizeInstance(i: z.infer<typeof instanceSchema>): DecodedInstance {
     flavor: i.flavor,
     image_ref: i.image_ref ?? undefined,
     vm_state: i.vm_state ?? undefined,
+    availability_zone: i.availability_zone ?? undefined,
   };
 }
 

@@ -5,6 +5,7 @@
  * recorded state. The moves are in `resize.ts` and `live.ts`.
  */
 import { InstanceNotFoundError as DriverInstanceNotFound } from '../../virt-drivers/errors';
+import { NeutronError } from '../network/errors';
 import { AllocationConflictError, ClaimMismatchError, InsufficientResourcesError, InvalidClaimError, PlacementOutageError } from '../../tracker/claims/errors';
 import { describeState, type Flavor, type InstanceRecord } from '../../model/instance';
 import type { DecodedInstance } from './decode';
@@ -13,16 +14,22 @@ import { crashPoint } from '../crash-points';
 import { arrivingRecord, instanceSpec, putInError } from './flow-steps';
 import { placementRequestId, type RequestContext } from './ports';
 import { arrival, failureOf, transition } from './transitions';
+import type { RequestedNetworks } from '../../model/network';
+import type { NetworkFlows } from './network-flows';
 
 /** A build's claim information, from `host_list` selections or the deployment mode. */
 export interface BuildOptions {
   readonly claimed: boolean;
+  /** `requested_networks`; absent: none. */
+  readonly networks?: RequestedNetworks;
+  /** `security_groups` for the ports the build creates. */
+  readonly securityGroups?: readonly string[];
 }
 
 export type LifecycleContext = Pick<
   FlowContext,
   'host' | 'now' | 'locks' | 'claims' | 'removals' | 'driver' | 'controlPlane' | 'log' | 'record' | 'save' | 'forget' | 'notify'
->;
+> & { readonly networking: NetworkFlows };
 
 export class LifecycleFlows {
   constructor(private readonly c: LifecycleContext) {}
@@ -61,12 +68,23 @@ export class LifecycleFlows {
           crashPoint('build.claimed');
           await c.notify(rec, 'create.claimed', ctx);
         }
+        if (rec.task_state === 'networking') {
+          await c.networking.allocate(rec, inst, opts.networks ?? { kind: 'none' }, opts.securityGroups ?? [], ctx, resuming);
+          transition(rec, 'create.networked');
+          await c.save(rec);
+          crashPoint('build.networked');
+          await c.notify(rec, 'create.networked', ctx);
+        }
         if (rec.task_state === 'spawning') {
           const present = await c.driver.getInfo(rec).then(
             () => true,
             (e: unknown) => (e instanceof DriverInstanceNotFound ? false : Promise.reject(e)),
           );
-          if (!present) await c.driver.spawn(instanceSpec(rec));
+          // A guest left paused by an interrupted spawn never ran: start it again from scratch,
+          // waiting for its ports as a first spawn does.
+          const replug = present && resuming && (rec.network_info?.length ?? 0) > 0;
+          if (replug) await c.driver.destroy(rec);
+          if (!present || replug) await c.networking.spawn(rec, instanceSpec(rec));
           crashPoint('build.spawned');
         }
       } catch (e) {
@@ -93,6 +111,8 @@ export class LifecycleFlows {
       await cleanup.catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'allocation cleanup failed; the audit will report it'));
       await c.driver.destroy(rec).catch(() => undefined);
     }
+    // The ports go back whatever failed (a refusal before the claim bound none: this is a no-op).
+    await c.networking.release(rec, rec.uuid, ctx).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'could not give the ports back to Neutron'));
     c.claims.release(rec.uuid);
     rec.allocations = {};
     const kind = refusedLocally
@@ -103,7 +123,9 @@ export class LifecycleFlows {
           ? 'allocation conflict'
           : e instanceof PlacementOutageError
             ? 'placement unavailable'
-            : 'spawn failed';
+            : e instanceof NeutronError
+              ? 'network failed'
+              : 'spawn failed';
     await putInError(c, rec, `${kind}: ${reason}`, ctx, failureOf('create.end'));
   }
 
@@ -128,6 +150,12 @@ export class LifecycleFlows {
         if (!(e instanceof DriverInstanceNotFound)) throw e;
       });
       crashPoint('terminate.destroyed');
+      // nova's order: the guest goes, then its ports; a Neutron that cannot be told fails the delete
+      // (the instance stays, in ERROR, and the delete can be asked again), as nova does.
+      await c.networking.release(rec, uuid, ctx).catch(async (e: unknown) => {
+        if (rec) await putInError(c, rec, `network failed: ${(e as Error).message}`, ctx, 'delete.error');
+        throw e;
+      });
       const consumers = rec?.migration ? [uuid, rec.migration.uuid] : [uuid];
       await c.removals.add(uuid, consumers);
       c.claims.release(uuid);

@@ -12,6 +12,10 @@
  * Not here: flow logic (the flows), decoding (`decode.ts`), RPC registration (`register.ts`).
  */
 import type { Logger } from '../../lib/logging/logger';
+import { systemClock, type Clock } from '../../lib/clock';
+import { NetworkService } from '../network/network-api';
+import { InstanceEvents } from './instance-events';
+import { NetworkFlows } from './network-flows';
 import type { ClaimService } from '../../tracker/claims/service';
 import type { VirtDriver } from '../../virt-drivers/driver';
 import type { DecodedInstance } from './decode';
@@ -46,6 +50,12 @@ export interface ManagerDeps {
   readonly controlPlane?: ControlPlane;
   /** Timeout of agent-to-agent calls (live-migration checks). */
   readonly callTimeoutMs?: number;
+  /** Neutron; absent: an agent without networking (builds that ask for networks fail clearly). */
+  readonly network?: NetworkService;
+  /** `[DEFAULT] vif_plugging_timeout` (s, default 300) and `vif_plugging_is_fatal` (default true). */
+  readonly vifPlugging?: { readonly timeoutS: number; readonly fatal: boolean };
+  /** Timers of the event waits (tests pass a fake clock). */
+  readonly clock?: Clock;
 }
 
 export class ComputeManager {
@@ -59,6 +69,8 @@ export class ComputeManager {
   readonly power: PowerFlows;
   /** Allocation removals deletes owe Placement; the daemon stops their drain on shutdown. */
   readonly removals: AllocationRemovals;
+  /** The network steps, and `external_instance_event`. */
+  readonly networking: NetworkFlows;
   private readonly lifecycle: LifecycleFlows;
 
   constructor(readonly deps: ManagerDeps) {
@@ -82,7 +94,14 @@ export class ComputeManager {
       callTimeoutMs: deps.callTimeoutMs ?? DEFAULT_CALL_MS,
       clock: deps.now ?? Date.now,
     });
-    this.lifecycle = new LifecycleFlows(this.context);
+    const clock = deps.clock ?? systemClock;
+    this.networking = new NetworkFlows(this.context, {
+      network: deps.network ?? new NetworkService({ neutron: undefined, host: deps.host, logger: log, clock }),
+      events: new InstanceEvents(clock),
+      vifPluggingTimeoutS: deps.vifPlugging?.timeoutS ?? 300,
+      vifPluggingIsFatal: deps.vifPlugging?.fatal ?? true,
+    });
+    this.lifecycle = new LifecycleFlows({ ...this.context, networking: this.networking });
     this.resize = new ResizeFlows(this.context);
     this.live = new LiveFlows(this.context);
     this.power = new PowerFlows(this.context);

@@ -14,6 +14,7 @@
  */
 import type { ArgsOf, ArgsSpec } from '../rpc/endpoint/args';
 import { ArgumentError, computeArgs as A, unread, type UnplacedMigration, type DecodedMigration } from './decode';
+import { networkArgs as N } from './decode-network';
 import { getDiagnostics } from './diagnostics';
 import type { ComputeManager } from './manager';
 import { instanceKey, method, NOVA_COMPUTE_API, type ComputeMethod, type MethodVersions } from './method-table';
@@ -54,13 +55,20 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
   return [
     row(
       'build_and_run_instance',
-      { instance: A.instance, request_spec: A.requestSpec, host_list: A.selections, ...unread('image', 'filter_properties', 'admin_password', 'injected_files', 'requested_networks', 'security_groups', 'block_device_mapping', 'node', 'limits', 'accel_uuids') },
+      {
+        instance: A.instance,
+        request_spec: A.requestSpec,
+        host_list: A.selections,
+        requested_networks: N.requestedNetworks,
+        security_groups: N.securityGroups,
+        ...unread('image', 'filter_properties', 'admin_password', 'injected_files', 'block_device_mapping', 'node', 'limits', 'accel_uuids'),
+      },
       (a, ctx) => {
         const flavor = a.instance.flavor ?? a.request_spec.flavor;
         if (!flavor) throw new ArgumentError('invalid argument instance: instance.flavor: missing (and no request_spec.flavor)');
         // A scheduler claimed when the Selection for this host carries an allocation request.
         const claimed = a.host_list.some((s) => s.service_host === host && !!s.allocation_request);
-        return m.build(a.instance, flavor, { claimed }, ctx);
+        return m.build(a.instance, flavor, { claimed, networks: a.requested_networks, securityGroups: a.security_groups }, ctx);
       },
     ),
     row('terminate_instance', { instance: A.instanceRef, ...unread('bdms') }, (a, ctx) => m.terminate(a.instance.uuid, ctx)),
@@ -111,6 +119,18 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     row('confirm_resize_at_destination', { instance: A.instanceRef, migration: A.migration }, (a) => resize.confirmAtDestination(a.instance.uuid, a.migration.uuid), agent),
     row('list_instances', {}, () => Promise.resolve(m.list()), { ...agent, ...read }),
     row('show_instance', { instance: A.instanceRef }, (a) => m.show(a.instance.uuid), { ...agent, ...read }),
+    // Neutron's (and Cinder's) events relayed by nova-api: never ordered behind the instance's
+    // lock, since a build holds it while it waits for them.
+    method({
+      name: 'external_instance_event',
+      ...NOVA_COMPUTE_API,
+      journaled: false,
+      args: { events: N.externalEvents, ...unread('instances') },
+      handle: (a, call) => {
+        m.networking.events(a.events, call.context);
+        return Promise.resolve();
+      },
+    }),
     ...unsupportedMethods(m.context, (sent) => m.controlPlane.received(sent)),
   ];
 }

@@ -44,9 +44,14 @@ export const TRANSITIONS = table({
   // ---- build: nova's instance claim, then spawn ----
   'create.start': { method: 'build_and_run_instance', from: 'new', to: { vm: 'building', task: 'scheduling' }, onFailure: 'create.error', notify: 'INFO', nova: { event: { name: BUILD, phase: 'start' } } },
   'create.claimed': {
-    method: 'build_and_run_instance', from: { vm: ['building'], task: ['scheduling'] }, to: { task: 'spawning' }, onFailure: 'create.error', notify: 'none',
-    // nova's claim sets host and node and clears the task state; the build then moves on to spawning.
+    method: 'build_and_run_instance', from: { vm: ['building'], task: ['scheduling'] }, to: { task: 'networking' }, onFailure: 'create.error', notify: 'none',
+    // nova's claim sets host and node and clears the task state; the build then moves on to its network.
     nova: { instance: [{ set: { host: 'this_host', node: 'this_host', compute_id: 'this_node_id', launched_on: 'this_host', vm_state: 'state', task_state: null }, expected: ['scheduling', null] }, { set: { task_state: 'state' }, expected: [null] }] },
+  },
+  // The ports are bound to this host (none for a server without networks): on to spawning.
+  'create.networked': {
+    method: 'build_and_run_instance', from: { vm: ['building'], task: ['networking'] }, to: { task: 'spawning' }, onFailure: 'create.error', notify: 'none',
+    nova: { instance: [{ set: { task_state: 'state' }, expected: ['networking'] }] },
   },
   'create.end': {
     method: 'build_and_run_instance', from: { vm: ['building'], task: ['spawning'] }, to: { vm: 'active', task: null, power: 'running' }, onFailure: 'create.error', notify: 'INFO',
@@ -61,6 +66,11 @@ export const TRANSITIONS = table({
   'delete.end': {
     method: 'terminate_instance', from: { vm: 'any', task: ['deleting'] }, to: { vm: 'deleted', task: null }, notify: 'INFO',
     nova: { instance: [{ set: { vm_state: 'state', task_state: 'state', power_state: POWER_STATE.NOSTATE, terminated_at: 'now' } }], hook: 'destroy', fanout: 'delete_instance_info', event: { name: DELETE, phase: 'finish' }, usage: true },
+  },
+  // A delete whose ports Neutron could not take back: the instance stays, in ERROR, to be deleted again.
+  'delete.error': {
+    method: 'terminate_instance', from: { vm: 'any', task: ['deleting'] }, to: { vm: 'error', task: null }, notify: 'ERROR',
+    nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], event: { name: DELETE, phase: 'finish', failure: 'delete failed' } },
   },
   // ---- cold migration and resize: prep_resize on the destination ----
   'resize_prep.start': { method: 'prep_resize', from: 'new', to: { vm: 'old', task: 'resize_prep' }, onFailure: 'resize_prep.error', notify: 'INFO' },

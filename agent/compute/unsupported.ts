@@ -142,25 +142,8 @@ export async function refuseUnsupported(c: UnsupportedContext, name: string, uui
 }
 
 /**
- * `external_instance_event` (neutron's and cinder's events about instances, cast by nova's API):
- * no flow here waits for one, so each is logged and dropped.
- */
-function externalEvents(c: Pick<FlowContext, 'log'>): ComputeMethod {
-  return method({
-    name: 'external_instance_event',
-    ...NOVA_COMPUTE_API,
-    journaled: false,
-    args: unread('instances', 'events'),
-    handle: (a) => {
-      c.log.info({ events: a.events }, 'external instance events: none awaited here, dropped');
-      return Promise.resolve();
-    },
-  });
-}
-
-/**
- * The rows answering every method of `UNSUPPORTED_METHODS`, and `external_instance_event`
- * (`received` hands the arguments as sent to the control plane).
+ * The rows answering every method of `UNSUPPORTED_METHODS` (`received` hands the arguments as
+ * sent to the control plane).
  */
 export function unsupportedMethods(c: UnsupportedContext, received: (sent: Readonly<Record<string, unknown>>) => void): ComputeMethod[] {
   const rows = Object.entries(UNSUPPORTED_METHODS).map(([name, how]) =>
@@ -177,5 +160,5 @@ export function unsupportedMethods(c: UnsupportedContext, received: (sent: Reado
       },
     }),
   );
-  return [...rows, externalEvents(c)];
+  return rows;
 }

@@ -16,7 +16,7 @@
  * it because the conductor was unreachable (nova's periodic tasks would heal the record; the
  * agent's audit reports allocation drift).
  */
-import type { ControlPlane } from '../compute/control-plane';
+import type { ControlPlane, NetworkChange } from '../compute/control-plane';
 import { rowOf, stateAfter, type FlowStep, type InstanceState, type NovaHook, type NovaValue } from '../compute/transitions';
 import type { DecodedMigration } from '../compute/decode';
 import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
@@ -26,6 +26,7 @@ import type { Conductor } from './conductor';
 import { ConductorError } from './conductor';
 import { applyUpdates, hasField, isPrimitive, novaTime, primitive, withChanges, type Primitive } from './objects';
 import { elevated, NovaObjectCache } from './object-cache';
+import { NovaNetworkRecords } from './network-records';
 
 type Fields = Readonly<Record<string, unknown>>;
 
@@ -70,10 +71,16 @@ export class NovaControlPlane implements ControlPlane {
   /** The Flavor a resize or migration goes to, per instance (prep_resize's `flavor`). */
   private readonly newFlavors = new Map<string, Primitive>();
   private readonly log: Logger;
+  private readonly networkRecords: NovaNetworkRecords;
 
   constructor(private readonly o: NovaControlPlaneOptions) {
     this.log = o.logger.child({ component: 'nova-control-plane' });
     this.objects = new NovaObjectCache(o.conductor, this.log);
+    this.networkRecords = new NovaNetworkRecords(o.conductor, this.log);
+  }
+
+  network(uuid: string, change: NetworkChange, ctx: RequestContext): Promise<void> {
+    return this.networkRecords.write(uuid, change, ctx);
   }
 
   received(args: Readonly<Record<string, unknown>>): void {

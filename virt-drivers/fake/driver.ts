@@ -15,7 +15,7 @@ import { promises as fsp } from 'node:fs';
 import type { Logger } from '../../lib/logging/logger';
 import type { ProviderTree } from '../../model/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
-import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type VirtDriver } from '../driver';
+import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type SpawnOptions, type VirtDriver } from '../driver';
 import { DriverError, DriverInitError, InstanceExistsError, InstanceStateError, MigrationPreCheckError } from '../errors';
 import { discoverHost, type HostFacts } from '../host/discover';
 import { applyPlan, RootProviderMissingError } from '../layout/apply';
@@ -142,8 +142,9 @@ export class FakeDriver implements VirtDriver {
     return Math.floor((this.ctx.clock.now() - this.startedAt) / 1000);
   }
 
-  async spawn(instance: InstanceSpec, opts: { readonly powerOn?: boolean } = {}): Promise<void> {
+  async spawn(instance: InstanceSpec, opts: SpawnOptions = {}): Promise<void> {
     await this.faults.before('spawn');
+    if (opts.powerOn !== false) await opts.beforeRun?.();
     const gpu = assignGpu(instance, this.lastFacts, this.lineages, this.hypervisor, this.layout);
     this.hypervisor.create(instance, opts.powerOn === false ? 'SHUTDOWN' : 'RUNNING', gpu ? { gpu } : {});
     await this.hypervisor.save();

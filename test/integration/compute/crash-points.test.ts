@@ -40,6 +40,7 @@ const SCENARIOS: Record<CrashPointName, Scenario> = {
   'journal.completed': { op: 'build', armed: 'a' },
   'build.recorded': { op: 'build', armed: 'a' },
   'build.claimed': { op: 'build', armed: 'a' },
+  'build.networked': { op: 'build', armed: 'a' },
   'build.spawned': { op: 'build', armed: 'a' },
   'terminate.recorded': { op: 'terminate', armed: 'a' },
   'terminate.destroyed': { op: 'terminate', armed: 'a' },

@@ -131,10 +131,15 @@ describe('the flows, step by step', () => {
   /** Applies `steps` in order from `r` and returns each resulting vm/task/power. */
   const walk = (r: InstanceRecord, steps: FlowStep[]): string[] => steps.map((s) => `${s} -> ${describeState(transition(r, s))} power ${r.power_state}`);
 
-  test('build: scheduling, spawning, active and running', () => {
+  test('build: scheduling, networking, spawning, active and running', () => {
     const r = { ...rec('active', null), ...arrival('create.start'), power_state: POWER_STATE.NOSTATE };
     expect(describeState(r)).toBe('building/scheduling');
-    expect(walk(r, ['create.claimed', 'create.end'])).toEqual(['create.claimed -> building/spawning power 0', 'create.end -> active power 1']);
+    expect(() => transition({ ...r }, 'create.networked')).toThrow('cannot build instance inst-1 while it is building/scheduling');
+    expect(walk(r, ['create.claimed', 'create.networked', 'create.end'])).toEqual([
+      'create.claimed -> building/networking power 0',
+      'create.networked -> building/spawning power 0',
+      'create.end -> active power 1',
+    ]);
     expect(() => transition(r, 'create.end')).toThrow('cannot build instance inst-1 while it is active');
   });
 
@@ -204,7 +209,7 @@ test('standalone: a step is notified at its row priority, and not at all where t
   for (const step of FLOW_STEPS) await cp.step(rec('active', null), step, { request_id: 'r' });
   const sent = FLOW_STEPS.filter((s) => TRANSITIONS[s].notify !== 'none');
   expect(n.sent.map((x) => [x.event_type, x.priority])).toEqual(sent.map((s) => [`instance.${s}`, TRANSITIONS[s].notify]));
-  expect(n.sent.filter((x) => x.priority === 'ERROR').map((x) => x.event_type)).toEqual(['instance.create.error', 'instance.resize_prep.error', 'instance.resize.error', 'instance.resize_finish.error', 'instance.power_off.revert', 'instance.power_on.revert', 'instance.reboot.error', 'instance.rebuild.error', 'instance.unsupported.error', 'instance.power_off.error']);
+  expect(n.sent.filter((x) => x.priority === 'ERROR').map((x) => x.event_type)).toEqual(['instance.create.error', 'instance.delete.error', 'instance.resize_prep.error', 'instance.resize.error', 'instance.resize_finish.error', 'instance.power_off.revert', 'instance.power_on.revert', 'instance.reboot.error', 'instance.rebuild.error', 'instance.unsupported.error', 'instance.power_off.error']);
   expect(FLOW_STEPS.filter((s) => TRANSITIONS[s].notify === 'none')).toEqual(
     expect.arrayContaining(['create.claimed', 'resize_revert.dest', 'live_migration_post_dest.end']),
   );

@@ -114,7 +114,7 @@ test("a call gets NotImplementedError and leaves the instance as it was; a side 
   await expect(run(req('live_migration_abort', { instance: { uuid }, migration_id: 3 }))).rejects.toMatchObject({ method: 'live_migration_abort' });
   expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
   expect(host.manager.record(uuid)?.fault).toBeUndefined();
-  await expect(run(req('external_instance_event', { instances: [{ uuid }], events: [{ name: 'network-changed' }] }))).resolves.toBeUndefined();
+  await expect(run(req('external_instance_event', { instances: [{ uuid }], events: [{ instance_uuid: uuid, name: 'network-vif-plugged', tag: randomUUID(), status: 'completed' }] }))).resolves.toBeUndefined();
 });
 
 test('a cast for an instance this host does not have is refused as not found, changing nothing', async () => {

@@ -1,0 +1,161 @@
+/**
+ * The network steps of the compute flows, as nova-compute takes them (nova `compute/manager.py`
+ * `_build_networks_for_instance`, `_create_guest_with_network`, `external_instance_event`,
+ * `_try_deallocate_network`): ports bound to this host before the spawn, the guest kept paused
+ * until Neutron says each new port is wired (`network-vif-plugged`), the ports given back when
+ * the instance goes, and the events nova-api relays.
+ *
+ * It is: the glue between the Neutron side (`agent/network/`), the event waiters
+ * (`instance-events.ts`), the virt driver (which plugs) and the control plane (nova's records).
+ * It is not: a flow of its own; `lifecycle.ts` calls it, holding the instance's lock, except for
+ * `events`, which must not wait for that lock (a build holds it while it waits for those events).
+ */
+import { vifPluggedEvent, type NetworkInfo, type RequestedNetworks } from '../../model/network';
+import type { InstanceRecord } from '../../model/instance';
+import type { InstanceSpec } from '../../virt-drivers/types';
+import { NeutronError, VifPlugTimeoutError } from '../network/errors';
+import type { NetworkService } from '../network/network-api';
+import type { DecodedInstance } from './decode';
+import type { ExternalEvent } from './decode-network';
+import type { FlowContext } from './flow-context';
+import type { EventWaiter, InstanceEvents } from './instance-events';
+import type { RequestContext } from './ports';
+
+/** nova's default availability zone (`[DEFAULT] default_availability_zone`). */
+const DEFAULT_AZ = 'nova';
+
+export interface NetworkFlowOptions {
+  readonly network: NetworkService;
+  readonly events: InstanceEvents;
+  /** `[DEFAULT] vif_plugging_timeout`, seconds (0: do not wait). */
+  readonly vifPluggingTimeoutS: number;
+  /** `[DEFAULT] vif_plugging_is_fatal`. */
+  readonly vifPluggingIsFatal: boolean;
+}
+
+export type NetworkFlowContext = Pick<FlowContext, 'driver' | 'controlPlane' | 'log' | 'locks' | 'record' | 'save'>;
+
+export class NetworkFlows {
+  constructor(
+    private readonly c: NetworkFlowContext,
+    private readonly o: NetworkFlowOptions,
+  ) {}
+
+  /**
+   * Binds the instance's ports to this host and records them (`rec.network_info`, nova's VIF rows
+   * and info cache). A resumed build first gives back what an interrupted one had bound.
+   * @throws NeutronError (nothing of this try is left bound)
+   */
+  async allocate(rec: InstanceRecord, inst: DecodedInstance, requested: RequestedNetworks, securityGroups: readonly string[], ctx: RequestContext, resuming: boolean): Promise<void> {
+    const c = this.c;
+    if (requested.kind === 'none') {
+      rec.network_info = [];
+      return;
+    }
+    const userPorts = requested.kind === 'list' ? requested.requests.flatMap((r) => (r.kind === 'port' ? [r.port_id] : [])) : [];
+    if (userPorts.length && !rec.preserved_ports) {
+      rec.preserved_ports = userPorts;
+      await c.save(rec);
+    }
+    if (resuming && this.o.network.configured) await this.o.network.deallocate(rec.uuid, new Set(userPorts));
+    const info = await this.o.network.allocate(
+      { uuid: rec.uuid, project_id: rec.project_id, hostname: rec.name, availability_zone: inst.availability_zone ?? DEFAULT_AZ },
+      requested,
+      securityGroups,
+    );
+    rec.network_info = info;
+    c.log.info({ instance: rec.uuid, ports: info.map((v) => v.id) }, 'ports bound to this host');
+    await c.controlPlane.network(rec.uuid, { kind: 'allocated', info, added: info }, ctx);
+  }
+
+  /**
+   * Spawns the guest with its VIFs: the waiters for `network-vif-plugged` of every port Neutron
+   * does not have ACTIVE yet are registered before the driver plugs, and the driver keeps the guest
+   * paused until they came (or `vif_plugging_timeout` passed).
+   * @throws VifPlugTimeoutError (with vif_plugging_is_fatal), whatever the driver throws
+   */
+  async spawn(rec: InstanceRecord, spec: InstanceSpec): Promise<void> {
+    const vifs = rec.network_info ?? [];
+    const pending = this.o.vifPluggingTimeoutS > 0 ? vifs.filter((v) => !v.active).map((v) => v.id) : [];
+    const waiter = this.o.events.prepare(rec.uuid, pending.map(vifPluggedEvent));
+    try {
+      await this.c.driver.spawn({ ...spec, network_info: vifs }, pending.length ? { beforeRun: () => this.plugged(rec.uuid, waiter, pending) } : {});
+    } finally {
+      waiter.cancel();
+    }
+  }
+
+  /**
+   * Gives the instance's ports back to Neutron (deletes the agent's, unbinds the user's) and
+   * empties nova's records of them. Idempotent.
+   * @throws NeutronError when Neutron could not be told (the ports stay as they were)
+   */
+  async release(rec: InstanceRecord | undefined, uuid: string, ctx: RequestContext): Promise<void> {
+    if (!this.o.network.configured) return;
+    const hadNetwork = (rec?.network_info?.length ?? 0) > 0 || (rec?.preserved_ports?.length ?? 0) > 0;
+    const preserved = new Set([...(rec?.preserved_ports ?? []), ...(rec?.network_info ?? []).filter((v) => v.preserve_on_delete).map((v) => v.id)]);
+    await this.o.network.deallocate(uuid, preserved);
+    if (rec) rec.network_info = [];
+    if (hadNetwork) await this.c.controlPlane.network(uuid, { kind: 'released' }, ctx);
+  }
+
+  /**
+   * `external_instance_event`: each event wakes the waiter of its key at once; `network-changed`
+   * re-reads the instance's ports and `network-vif-deleted` drops one, each under the instance's
+   * lock, in the background (so the cast is never held up by a build in progress).
+   */
+  events(events: readonly ExternalEvent[], ctx: RequestContext): void {
+    const c = this.c;
+    for (const e of events) {
+      if (e.name === 'network-changed') void this.refresh(e.instance_uuid, ctx);
+      else if (e.name === 'network-vif-deleted' && e.tag) void this.dropVif(e.instance_uuid, e.tag, ctx);
+      else if (!this.o.events.deliver(e.instance_uuid, e.name, e.tag, e.status)) {
+        c.log.info({ instance: e.instance_uuid, event: e.name, tag: e.tag, status: e.status }, 'external event nobody waits for: ignored');
+      }
+    }
+  }
+
+  private async plugged(uuid: string, waiter: EventWaiter, ports: readonly string[]): Promise<void> {
+    const outcome = await waiter.wait(this.o.vifPluggingTimeoutS * 1000);
+    if (outcome.kind === 'completed') return;
+    const failed = outcome.kind === 'failed';
+    const which = failed ? outcome.failed.map((k) => k.replace(/^network-vif-plugged-/, '')) : outcome.missing.map((k) => k.replace(/^network-vif-plugged-/, ''));
+    const err = new VifPlugTimeoutError(uuid, which.length ? which : ports, this.o.vifPluggingTimeoutS, failed);
+    if (this.o.vifPluggingIsFatal) throw err;
+    this.c.log.warn({ instance: uuid, ports: which }, `${err.message}; running the guest anyway (vif_plugging_is_fatal = false)`);
+  }
+
+  private refresh(uuid: string, ctx: RequestContext): Promise<void> {
+    return this.underLock(uuid, 'network-changed', async (rec) => {
+      const info = await this.o.network.refresh(uuid, rec.network_info ?? []);
+      rec.network_info = info;
+      await this.c.save(rec);
+      await this.c.controlPlane.network(uuid, { kind: 'refreshed', info }, ctx);
+    });
+  }
+
+  private dropVif(uuid: string, portId: string, ctx: RequestContext): Promise<void> {
+    return this.underLock(uuid, 'network-vif-deleted', async (rec) => {
+      const vif = (rec.network_info ?? []).find((v) => v.id === portId);
+      if (!vif) return;
+      await this.c.driver.detachInterface?.(rec, vif);
+      const info: NetworkInfo = (rec.network_info ?? []).filter((v) => v.id !== portId);
+      rec.network_info = info;
+      await this.c.save(rec);
+      await this.c.controlPlane.network(uuid, { kind: 'refreshed', info }, ctx);
+    });
+  }
+
+  /** Runs `work` on the instance's record under its lock; an instance gone by then is skipped, and failures are logged. */
+  private underLock(uuid: string, event: string, work: (rec: InstanceRecord) => Promise<void>): Promise<void> {
+    return this.c.locks
+      .with(uuid, async () => {
+        const rec = this.c.record(uuid);
+        if (rec && rec.task_state !== 'deleting') await work(rec);
+      })
+      .catch((e: unknown) => {
+        const neutron = e instanceof NeutronError;
+        this.c.log.warn({ instance: uuid, event, reason: e instanceof Error ? e.message : String(e) }, neutron ? 'could not act on the event: Neutron failed' : 'could not act on the event');
+      });
+  }
+}
