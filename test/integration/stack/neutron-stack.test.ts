@@ -4,13 +4,15 @@
 // namespaces of their own). Through Neutron's API with a Keystone token: both chassis are alive
 // "OVN Controller agent"s with the hosts' names; a port bound to host a gets vif_type ovs with
 // netdev vif_details; plugged as os-vif plugs (a tap on br-int with the iface-id) it goes ACTIVE
-// and OVS marks the Interface ovn-installed; deleted, it leaves OVN's databases.
+// and OVS marks the Interface ovn-installed; deleted, it leaves OVN's databases. Two ports, one on
+// each host, answer ICMP echo across the geneve underlay between the chassis.
 //
 // It starts a private Keystone, Neutron and hosts (ports and STACK_DIR of its own) and stops them
 // all; the 2025.1 RabbitMQ it uses is the machine-wide one scripts/stack keeps (as the suite's
 // global setup does for the release under test) and stays running. Skipped, with the reason, only
 // where the 2025.1 root cannot be had (CI on Debian 12 builds it).
 import { execFile, execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { portFree, waitUntil } from '../../helpers/wait';
@@ -134,7 +136,12 @@ function treeRssKb(rootPid: number): number {
   const inTree = new Set([rootPid]);
   for (let grew = true; grew; ) {
     grew = false;
-    for (const [pid, ppid] of rows) if (pid !== undefined && ppid !== undefined && inTree.has(ppid) && !inTree.has(pid)) (inTree.add(pid), (grew = true));
+    for (const [pid, ppid] of rows) {
+      if (pid !== undefined && ppid !== undefined && inTree.has(ppid) && !inTree.has(pid)) {
+        inTree.add(pid);
+        grew = true;
+      }
+    }
   }
   return rows.filter(([pid]) => pid !== undefined && inTree.has(pid)).reduce((s, r) => s + (r[2] ?? 0), 0);
 }
@@ -154,6 +161,66 @@ interface Port {
   'binding:host_id': string;
 }
 
+/** ICMP echo from a namespace (no ping binary is assumed): prints how many of `count` were answered. */
+const PING = `
+import os, socket, struct, sys, time
+dst, count = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+s.settimeout(1)
+def csum(b):
+    t = sum(struct.unpack('!%dH' % (len(b) // 2), b)); t = (t >> 16) + (t & 0xffff); t += t >> 16
+    return ~t & 0xffff
+ok, ident = 0, os.getpid() & 0xffff
+for seq in range(count):
+    body = b'x' * 32
+    head = struct.pack('!BBHHH', 8, 0, 0, ident, seq)
+    s.sendto(struct.pack('!BBHHH', 8, 0, csum(head + body), ident, seq) + body, (dst, 0))
+    end = time.time() + 1
+    while time.time() < end:
+        try:
+            data, addr = s.recvfrom(2048)
+        except socket.timeout:
+            break
+        if addr[0] == dst and data[20] == 0 and struct.unpack('!HH', data[24:28]) == (ident, seq):
+            ok += 1
+            break
+print(ok)
+`;
+
+const vmNamespaces: string[] = [];
+const ip = (...args: string[]): string => execFileSync('ip', args, { encoding: 'utf8' });
+
+/**
+ * A "VM" for `port` on `host`: a namespace of its own holding one end of a veth with the port's MAC
+ * and address; the other end, named as nova names a tap, is plugged into the host's br-int as
+ * os-vif plugs (iface-id, iface-status, attached-mac, vm-uuid).
+ */
+async function plugVm(host: string, port: Port & { fixed_ips: Array<{ ip_address: string }> }): Promise<string> {
+  const ns = `ca-${host}-vm`;
+  const dev = `tap${port.id.slice(0, 11)}`;
+  ip('netns', 'add', ns);
+  vmNamespaces.push(ns);
+  ip('-n', ns, 'link', 'set', 'lo', 'up');
+  ip('link', 'add', dev, 'type', 'veth', 'peer', 'name', `vm${suffix}`);
+  ip('link', 'set', dev, 'netns', `ca-${host}`);
+  ip('link', 'set', `vm${suffix}`, 'netns', ns);
+  ip('-n', ns, 'link', 'set', `vm${suffix}`, 'name', 'eth0');
+  ip('-n', ns, 'link', 'set', 'eth0', 'address', port.mac_address, 'mtu', '1442', 'up');
+  ip('-n', ns, 'addr', 'add', `${port.fixed_ips[0]?.ip_address}/24`, 'dev', 'eth0');
+  ip('-n', `ca-${host}`, 'link', 'set', dev, 'up');
+  await inHost(host, 'ovs-vsctl', '--', '--may-exist', 'add-port', 'br-int', dev, '--', 'set', 'Interface', dev,
+    `external_ids:iface-id=${port.id}`, 'external_ids:iface-status=active', `external_ids:attached-mac=${port.mac_address}`,
+    `external_ids:vm-uuid=${port.id}`);
+  return ns;
+}
+
+/** Packets the underlay bridge received from `host` (its veth end in the underlay namespace). */
+function underlayRx(host: string): number {
+  const dev = `ul${createHash('sha1').update(host).digest('hex').slice(0, 8)}`;
+  const [link] = JSON.parse(ip('-j', '-s', '-n', `ca-ul-${ports?.neutron}`, 'link', 'show', 'dev', dev)) as Array<{ stats64: { rx: { packets: number } } }>;
+  return link?.stats64.rx.packets ?? 0;
+}
+
 suite('scripts/neutron-stack (Neutron 2025.1, ML2/OVN, two chassis)', () => {
   let started = false;
 
@@ -169,6 +236,7 @@ suite('scripts/neutron-stack (Neutron 2025.1, ML2/OVN, two chassis)', () => {
   });
 
   afterAll(async () => {
+    for (const ns of vmNamespaces) execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
     if (started) {
       await run('neutron-stack', ['reset']).catch((e: Error) => log(`reset: ${e.message}`));
       await run('keystone-stack', ['down', 'keystone']).catch((e: Error) => log(`keystone down: ${e.message}`));
@@ -249,13 +317,41 @@ suite('scripts/neutron-stack (Neutron 2025.1, ML2/OVN, two chassis)', () => {
     expect((await neutron('DELETE', `/networks/${net.id}`)).status).toBe(204);
   });
 
+  test('ports on the two hosts answer each other across the geneve underlay', async () => {
+    const net = await must<{ id: string }>('POST', '/networks', { network: { name: `nt-${suffix}-geneve` } }, 'network');
+    await must('POST', '/subnets', { subnet: { network_id: net.id, ip_version: 4, cidr: '10.198.0.0/24' } }, 'subnet');
+    type VmPort = Port & { fixed_ips: Array<{ ip_address: string }> };
+    const bound = (host: string): Promise<VmPort> =>
+      must<VmPort>('POST', '/ports', { port: { network_id: net.id, device_owner: 'compute:nova', device_id: `b7f1c9a4-0000-4000-8000-0000000000${host.slice(-1) === 'a' ? '01' : '02'}`, 'binding:host_id': host } }, 'port');
+    const [pa, pb] = [await bound(HOST_A), await bound(HOST_B)];
+    const vmA = await plugVm(HOST_A, pa);
+    await plugVm(HOST_B, pb);
+    await waitUntil('both ports ACTIVE', async () => {
+      const all = await Promise.all([pa, pb].map((p) => must<Port>('GET', `/ports/${p.id}`, undefined, 'port')));
+      return all.every((p) => p.status === 'ACTIVE');
+    }, 60_000);
+    const tunnel = await inHost(HOST_A, 'ovs-vsctl', '--bare', '--columns=options', 'find', 'Interface', 'type=geneve');
+    expect(tunnel).toMatch(/remote_ip="?172\.31\.254\.\d+/);
+
+    const [rxA, rxB] = [underlayRx(HOST_A), underlayRx(HOST_B)];
+    // The first echo may go while OVS resolves the remote tunnel end's MAC.
+    const answered = Number(execFileSync('ip', ['netns', 'exec', vmA, 'python3', '-c', PING, pb.fixed_ips[0]?.ip_address ?? '', '6'], { encoding: 'utf8' }).trim());
+    log(`${answered}/6 echoes answered from ${HOST_A} to ${HOST_B}`);
+    expect(answered).toBeGreaterThanOrEqual(4);
+    // Requests left host a and answers left host b through the underlay: geneve, not a shortcut.
+    expect(underlayRx(HOST_A) - rxA).toBeGreaterThanOrEqual(answered);
+    expect(underlayRx(HOST_B) - rxB).toBeGreaterThanOrEqual(answered);
+
+    for (const p of [pa, pb]) expect((await neutron('DELETE', `/ports/${p.id}`)).status).toBe(204);
+    expect((await neutron('DELETE', `/networks/${net.id}`)).status).toBe(204);
+  });
+
   test('steady memory of the Neutron processes', () => {
     const nd = join(dir, `neutron-${ports?.neutron}`);
     const pid = (f: string): number => Number(readFileSync(join(nd, f), 'utf8').trim());
-    const api = treeRssKb(pid('neutron-api.pid'));
-    const rpc = treeRssKb(pid('neutron-rpc.pid'));
-    log(`RSS neutron-api (uwsgi master + workers) ${Math.round(api / 1024)} MiB, neutron-rpc-server (+ workers) ${Math.round(rpc / 1024)} MiB`);
-    expect(api).toBeGreaterThan(0);
-    expect(rpc).toBeGreaterThan(0);
+    const mib = (f: string): number => Math.round(treeRssKb(pid(f)) / 1024);
+    const rss = { api: mib('neutron-api.pid'), rpc: mib('neutron-rpc.pid'), maintenance: mib('neutron-ovn-maintenance.pid'), mariadb: mib('mysql.pid') };
+    log(`RSS MiB: neutron-api (uwsgi master + worker) ${rss.api}, neutron-rpc-server (+ rpc worker) ${rss.rpc}, neutron-ovn-maintenance-worker (+ worker) ${rss.maintenance}, mariadb ${rss.mariadb}`);
+    for (const v of Object.values(rss)) expect(v).toBeGreaterThan(10);
   });
 });
