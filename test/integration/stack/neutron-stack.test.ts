@@ -12,9 +12,9 @@
 // global setup does for the release under test) and stays running. Skipped, with the reason, only
 // where the 2025.1 root cannot be had (CI on Debian 12 builds it).
 import { execFile, execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { PING, treeRssKb, underlayVeth } from '../../helpers/neutron-stack';
 import { portFree, waitUntil } from '../../helpers/wait';
 
 jest.setTimeout(900_000);
@@ -127,25 +127,6 @@ async function keystoneToken(): Promise<string> {
   return t;
 }
 
-/** Resident kB of a process and all its descendants. */
-function treeRssKb(rootPid: number): number {
-  const rows = execFileSync('ps', ['-e', '-o', 'pid=,ppid=,rss='], { encoding: 'utf8' })
-    .trim()
-    .split('\n')
-    .map((l) => l.trim().split(/\s+/).map(Number));
-  const inTree = new Set([rootPid]);
-  for (let grew = true; grew; ) {
-    grew = false;
-    for (const [pid, ppid] of rows) {
-      if (pid !== undefined && ppid !== undefined && inTree.has(ppid) && !inTree.has(pid)) {
-        inTree.add(pid);
-        grew = true;
-      }
-    }
-  }
-  return rows.filter(([pid]) => pid !== undefined && inTree.has(pid)).reduce((s, r) => s + (r[2] ?? 0), 0);
-}
-
 interface Agent {
   agent_type: string;
   host: string;
@@ -160,32 +141,6 @@ interface Port {
   'binding:vif_details': Record<string, unknown>;
   'binding:host_id': string;
 }
-
-/** ICMP echo from a namespace (no ping binary is assumed): prints how many of `count` were answered. */
-const PING = `
-import os, socket, struct, sys, time
-dst, count = sys.argv[1], int(sys.argv[2])
-s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-s.settimeout(1)
-def csum(b):
-    t = sum(struct.unpack('!%dH' % (len(b) // 2), b)); t = (t >> 16) + (t & 0xffff); t += t >> 16
-    return ~t & 0xffff
-ok, ident = 0, os.getpid() & 0xffff
-for seq in range(count):
-    body = b'x' * 32
-    head = struct.pack('!BBHHH', 8, 0, 0, ident, seq)
-    s.sendto(struct.pack('!BBHHH', 8, 0, csum(head + body), ident, seq) + body, (dst, 0))
-    end = time.time() + 1
-    while time.time() < end:
-        try:
-            data, addr = s.recvfrom(2048)
-        except socket.timeout:
-            break
-        if addr[0] == dst and data[20] == 0 and struct.unpack('!HH', data[24:28]) == (ident, seq):
-            ok += 1
-            break
-print(ok)
-`;
 
 const vmNamespaces: string[] = [];
 const ip = (...args: string[]): string => execFileSync('ip', args, { encoding: 'utf8' });
@@ -216,7 +171,7 @@ async function plugVm(host: string, port: Port & { fixed_ips: Array<{ ip_address
 
 /** Packets the underlay bridge received from `host` (its veth end in the underlay namespace). */
 function underlayRx(host: string): number {
-  const dev = `ul${createHash('sha1').update(host).digest('hex').slice(0, 8)}`;
+  const dev = underlayVeth(host);
   const [link] = JSON.parse(ip('-j', '-s', '-n', `ca-ul-${ports?.neutron}`, 'link', 'show', 'dev', dev)) as Array<{ stats64: { rx: { packets: number } } }>;
   return link?.stats64.rx.packets ?? 0;
 }
