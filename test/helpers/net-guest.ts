@@ -6,6 +6,7 @@
  * see docs/net-guest.md) nor the network a guest boots on (`net-lab.ts`).
  */
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 const REPO = join(__dirname, '..', '..');
@@ -34,8 +35,14 @@ export interface NetGuestFiles {
   readonly seconds: number;
 }
 
-/** Builds the guest (or finds it cached) with `scripts/net-guest build`. @throws Error with the script's output */
+/**
+ * Builds the guest (or finds it cached) with `scripts/net-guest build`; with NET_GUEST_DIR set,
+ * takes the files a build put there instead (a guest built elsewhere, e.g. on the other Debian
+ * release). @throws Error with the script's output
+ */
 export function buildNetGuest(timeoutMs = 10 * 60 * 1000): NetGuestFiles {
+  const given = process.env.NET_GUEST_DIR;
+  if (given) return filesIn(join(given, 'net-guest.qcow2'), `given by NET_GUEST_DIR=${given}`, 0);
   const started = Date.now();
   const r = spawnSync('bash', [NET_GUEST_SCRIPT, 'build'], { encoding: 'utf8', timeout: timeoutMs });
   const seconds = (Date.now() - started) / 1000;
@@ -43,9 +50,13 @@ export function buildNetGuest(timeoutMs = 10 * 60 * 1000): NetGuestFiles {
   if (r.status !== 0 || !image.endsWith('.qcow2')) {
     throw new Error(`scripts/net-guest build failed (status ${String(r.status)}${r.signal ? `, ${r.signal}` : ''}):\n${r.stderr}${r.stdout}`);
   }
+  return filesIn(image, r.stderr, seconds);
+}
+
+function filesIn(image: string, progress: string, seconds: number): NetGuestFiles {
   const dir = dirname(image);
-  const cmdline = spawnSync('cat', [join(dir, 'cmdline')], { encoding: 'utf8' }).stdout.trim();
-  return { image, kernel: join(dir, 'vmlinuz'), initrd: join(dir, 'initrd.gz'), cmdline, progress: r.stderr, seconds };
+  const cmdline = readFileSync(join(dir, 'cmdline'), 'utf8').trim();
+  return { image, kernel: join(dir, 'vmlinuz'), initrd: join(dir, 'initrd.gz'), cmdline, progress, seconds };
 }
 
 /** One `net-guest: lease …` line. */
