@@ -21,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { qemuCommandLine } from '../../virt-drivers/qemu/cmdline';
 import { instancePaths } from '../../virt-drivers/qemu/instance-files';
+import { QmpClient } from '../../virt-drivers/qemu/qmp';
 import { type Lease, leases } from './net-guest';
 
 /** The lab's subnet: private, and only ever inside the lab's namespaces. */
@@ -42,6 +43,7 @@ export type GuestBoot =
 export interface LabGuest {
   readonly name: string;
   readonly console: string;
+  readonly qmp: string;
   readonly startedAt: number;
   readonly process: ChildProcess;
 }
@@ -82,6 +84,8 @@ export class NetLab {
   readonly dir = mkdtempSync(join(tmpdir(), 'net-lab-'));
   readonly netNs: string;
   readonly dhcpNs: string;
+  /** The guests booted so far, in order. */
+  readonly guests: LabGuest[] = [];
   private readonly procs: ChildProcess[] = [];
   private taps = 0;
   private created = false;
@@ -171,7 +175,9 @@ export class NetLab {
     );
     const startedAt = Date.now();
     const child = this.spawnIn(this.netNs, ['qemu-system-x86_64', ...args], paths.log);
-    return { name, console: paths.console, startedAt, process: child };
+    const guest = { name, console: paths.console, qmp: paths.qmp, startedAt, process: child };
+    this.guests.push(guest);
+    return guest;
   }
 
   /** Waits for the guest's first lease line; the seconds are from QEMU's start. */
@@ -192,6 +198,26 @@ export class NetLab {
   /** What the guest printed on its serial console so far. */
   consoleOf(guest: LabGuest): string {
     return readOr(guest.console);
+  }
+
+  /**
+   * Presses the guest's ACPI power button over QMP (`system_powerdown`, what the driver's powerOff
+   * does) and waits for QEMU to exit; its exit code, or undefined when it still ran after `ms`.
+   */
+  async powerDown(guest: LabGuest, ms: number): Promise<{ code: number | null | undefined; seconds: number }> {
+    const started = Date.now();
+    const exited = new Promise<number | null>((resolve) => {
+      if (guest.process.exitCode !== null || guest.process.signalCode !== null) resolve(guest.process.exitCode);
+      else guest.process.once('exit', (code) => resolve(code));
+    });
+    const qmp = await QmpClient.connect(guest.qmp, { timeoutMs: 10000 });
+    try {
+      await qmp.execute('system_powerdown');
+    } finally {
+      qmp.close();
+    }
+    const code = await Promise.race([exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), ms).unref())]);
+    return { code, seconds: (Date.now() - started) / 1000 };
   }
 
   /** Pings `addr` from the DHCP namespace; the number of replies and ping's output. */

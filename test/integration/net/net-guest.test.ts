@@ -8,7 +8,7 @@
 // Needs root, qemu-system-x86 and qemu-utils; the script installs the rest and caches the image, so
 // only the first run downloads the kernel package. Skipped, saying why, where that is missing.
 import { initUptime, leases, netGuestUnavailableReason, buildNetGuest, type NetGuestFiles } from '../../helpers/net-guest';
-import { LAB_GATEWAY, NetLab } from '../../helpers/net-lab';
+import { LAB_GATEWAY, type LabGuest, NetLab } from '../../helpers/net-lab';
 
 const MTU = 1442;
 const FIRST = { mac: '52:54:00:4e:47:01', ip: '10.77.0.42' };
@@ -35,7 +35,7 @@ suite('the net guest on a bridged tap with a DHCP server', () => {
 
   afterAll(async () => {
     // A failed test's consoles and logs stay behind for a look (the namespaces and processes never do).
-    const keep = passed < 2;
+    const keep = passed < 3;
     if (lab) {
       if (keep) timings.push(`files kept in ${lab.dir}`);
       await lab.cleanup(keep);
@@ -81,4 +81,18 @@ suite('the net guest on a bridged tap with a DHCP server', () => {
     },
     LEASE_DEADLINE_MS + 30000,
   );
+
+  test('the ACPI power button (system_powerdown, the driver\'s clean stop) powers the guest off, and its address goes silent', async () => {
+    const l = lab as NetLab;
+    const guest = l.guests.find((g) => g.name === 'disk-guest');
+    expect(guest).toBeDefined();
+    const off = await l.powerDown(guest as LabGuest, 30000);
+    timings.push(`power button to QEMU exit ${off.seconds.toFixed(1)} s`);
+    expect(off.code).toBe(0);
+    expect(l.consoleOf(guest as LabGuest)).toContain('net-guest: power button; powering off');
+    expect(l.ping(FIRST.ip, 1).received).toBe(0);
+    // The other guest, on the same bridge, is unaffected.
+    expect(l.ping(SECOND.ip, 1).received).toBe(1);
+    passed++;
+  }, 60000);
 });
