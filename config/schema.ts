@@ -14,6 +14,7 @@ import { fakeSection } from './sections/fake';
 import { glanceSection, imageCacheSection } from './sections/glance';
 import { computeSection, devicesSection, networkSection } from './sections/inventory';
 import { metricsSection } from './sections/metrics';
+import { osVifOvsSection } from './sections/os-vif';
 import { placementSection } from './sections/placement';
 import { qemuSection } from './sections/qemu';
 import { rabbitSection } from './sections/rabbit';
@@ -28,6 +29,7 @@ export const configSchema = z.object({
   network: networkSection,
   fake: fakeSection,
   qemu: qemuSection,
+  os_vif_ovs: osVifOvsSection,
   glance: glanceSection,
   image_cache: imageCacheSection,
   oslo_messaging_rabbit: rabbitSection,

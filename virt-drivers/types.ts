@@ -13,6 +13,7 @@
 import type { Logger } from '../lib/logging/logger';
 import type { Clock } from '../lib/clock';
 import type { AgentConfig } from '../config/schema';
+import type { NetworkInfo } from '../model/network';
 import type { ConsumerAllocations } from '../model/provider-types';
 import type { Exec } from './host/exec';
 import type { HostFs } from './host/host-fs';
@@ -35,6 +36,8 @@ export interface InstanceSpec extends InstanceRef {
   readonly image_ref?: string;
   /** The instance's allocations in Placement: provider uuid -> resources. */
   readonly allocations: ConsumerAllocations;
+  /** The instance's VIFs (nova's network_info), in NIC order; absent or empty: no NIC. */
+  readonly network_info?: NetworkInfo;
 }
 
 /** A compute host taking part in a move. */
