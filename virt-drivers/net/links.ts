@@ -8,7 +8,7 @@
  * then runs as `ip -n <ns> ...`, which enters the namespace for that one command.
  *
  * It is: mechanism, one method per device operation. It is not: the decision which devices a
- * VIF needs (`ovs.ts`), nor Open vSwitch (`ovsdb.ts`).
+ * VIF needs (`plugger.ts`), nor Open vSwitch (`ovsdb.ts`).
  */
 import { CommandFailedError, type Exec } from '../host/exec';
 
