@@ -15,6 +15,7 @@ import { glanceSection, imageCacheSection } from './sections/glance';
 import { computeSection, devicesSection, networkSection } from './sections/inventory';
 import { metricsSection } from './sections/metrics';
 import { neutronSection } from './sections/neutron';
+import { osVifOvsSection } from './sections/os-vif';
 import { placementSection } from './sections/placement';
 import { qemuSection } from './sections/qemu';
 import { rabbitSection } from './sections/rabbit';
@@ -29,6 +30,7 @@ export const configSchema = z.object({
   network: networkSection,
   fake: fakeSection,
   qemu: qemuSection,
+  os_vif_ovs: osVifOvsSection,
   glance: glanceSection,
   image_cache: imageCacheSection,
   neutron: neutronSection,

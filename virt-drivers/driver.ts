@@ -11,6 +11,7 @@
  */
 import type { AgentConfig } from '../config/schema';
 import type { ProviderTree } from '../model/provider-tree';
+import type { NetworkInfo, Vif } from '../model/network';
 import type { AllocationsByConsumer, MoveInstruction } from '../model/provider-types';
 import type {
   Flavor,
@@ -23,7 +24,6 @@ import type {
   MigrationRef,
 } from './types';
 import type { HostFacts } from './host/discover';
-import type { Vif } from '../model/network';
 
 /** nova's capability flags that map to standard `COMPUTE_*` traits (`CAPABILITY_TRAITS_MAP`). */
 export const CAPABILITY_TRAITS = {
@@ -65,12 +65,12 @@ export interface PowerOffOptions {
 
 /** Options of `spawn`. */
 export interface SpawnOptions {
-  /** Start the guest (default); false leaves it created and stopped. */
+  /** Start the guest (default true); false leaves it created and shut off. */
   readonly powerOn?: boolean;
   /**
-   * Called once the VIFs are plugged and the guest is created paused, before it runs (the compute
-   * manager waits there for Neutron's network-vif-plugged events). A rejection fails the spawn:
-   * everything it made is undone and the rejection is rethrown as it is.
+   * With `powerOn`: the guest is created paused, its VIFs plugged, and runs only once this
+   * resolves (the compute manager waits there for Neutron's `network-vif-plugged` events). When it
+   * rejects, spawn undoes everything and rethrows that error unchanged.
    */
   readonly beforeRun?: () => Promise<void>;
 }
@@ -117,18 +117,47 @@ export interface VirtDriver {
   /** Optional: the host facts behind the last tree (`discover --facts`, nova's cpu_info). */
   lastHostFacts?(): HostFacts | undefined;
 
-  /** Creates and (with `powerOn`, the default) starts an instance; on failure nothing of it is left. @throws InstanceExistsError, DriverError */
+  /**
+   * Plugs every VIF of `instance.network_info`, creates and (with `powerOn`, the default) starts
+   * an instance; with `beforeRun`, nothing of the guest runs before it resolves. On failure
+   * (`beforeRun` rejecting included) nothing of it is left: process, disks and VIF plugging are
+   * undone and the error is rethrown unchanged.
+   * @throws InstanceExistsError, VifPlugError, VifTypeNotSupportedError, DriverError, what `beforeRun` threw
+   */
   spawn(instance: InstanceSpec, opts?: SpawnOptions): Promise<void>;
-  /** Optional: hot-unplugs a VIF from a running guest and unplugs it from the host; idempotent. @throws InstanceNotFoundError, DriverError */
-  detachInterface?(instance: InstanceRef, vif: Vif): Promise<void>;
-  /** Stops and deletes an instance and its local disks; idempotent (an absent instance is not an error). @throws DriverError */
+  /** Stops and deletes an instance, its local disks and its VIF plugging; idempotent (an absent instance is not an error). @throws DriverError */
   destroy(instance: InstanceRef): Promise<void>;
-  /** Starts a stopped instance. @throws InstanceNotFoundError, InstanceStateError */
+  /** Starts a stopped instance, plugging again whatever of its VIFs is missing (no event wait). @throws InstanceNotFoundError, InstanceStateError */
   powerOn(instance: InstanceRef): Promise<void>;
   /** Stops an instance, cleanly within `timeoutSec`, else forcibly. @throws InstanceNotFoundError, InstanceStateError */
   powerOff(instance: InstanceRef, opts?: PowerOffOptions): Promise<void>;
-  /** Restarts an instance: `soft` asks the guest, `hard` resets it. @throws InstanceNotFoundError, InstanceStateError */
+  /** Restarts an instance: `soft` asks the guest, `hard` resets it (plugging again what of its VIFs is missing). @throws InstanceNotFoundError, InstanceStateError */
   reboot(instance: InstanceRef, type: 'soft' | 'hard'): Promise<void>;
+  /**
+   * Plugs on this host whatever of `vifs` is not plugged (taps, OVS ports with their external_ids);
+   * idempotent. The instance need not exist here (a move's destination before finish_migration or
+   * pre_live_migration); when it does, its stored VIFs take the given ones' binding details. Used
+   * after an agent or host restart, at power on, and on the destination of moves (live migration:
+   * with the destination binding's VIFs).
+   * @throws VifPlugError, VifTypeNotSupportedError
+   */
+  plugVifs(instance: InstanceRef, vifs: NetworkInfo): Promise<void>;
+  /** Removes `vifs`' plugging from this host (OVS ports, taps); idempotent (absent is fine). Source after moves, failed builds. @throws VifPlugError */
+  unplugVifs(instance: InstanceRef, vifs: NetworkInfo): Promise<void>;
+  /**
+   * Adds a NIC for `vif` to the instance: plugs it and, when the guest runs, hot-plugs the
+   * device; the instance's stored NIC list keeps it (restarts and migrations keep it).
+   * Idempotent: a port already attached is left as it is.
+   * @throws InstanceNotFoundError, InstanceStateError, VifPlugError, NotSupportedError, DriverError
+   */
+  attachInterface(instance: InstanceRef, vif: Vif): Promise<void>;
+  /**
+   * Removes the instance's NIC of `vif`: hot-unplugs it when the guest runs (waiting for the guest
+   * to release it), unplugs the VIF and drops it from the stored NIC list. Idempotent: a port not
+   * attached is fine.
+   * @throws InstanceNotFoundError, InstanceStateError, VifPlugError, DriverError (the guest did not release the device)
+   */
+  detachInterface(instance: InstanceRef, vif: Vif): Promise<void>;
   /** The guest's serial console log as the hypervisor kept it (at most its last 100 KiB, nova libvirt's cap). @throws InstanceNotFoundError */
   getConsoleOutput(instance: InstanceRef): Promise<Buffer>;
 

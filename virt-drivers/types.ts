@@ -10,10 +10,10 @@
  * It is: the vocabulary the compute manager and every driver share. It is not: nova's object
  * model; only what a driver needs to act is here, and it grows only by optional fields.
  */
-import type { NetworkInfo } from '../model/network';
 import type { Logger } from '../lib/logging/logger';
 import type { Clock } from '../lib/clock';
 import type { AgentConfig } from '../config/schema';
+import type { NetworkInfo } from '../model/network';
 import type { ConsumerAllocations } from '../model/provider-types';
 import type { Exec } from './host/exec';
 import type { HostFs } from './host/host-fs';
@@ -36,7 +36,7 @@ export interface InstanceSpec extends InstanceRef {
   readonly image_ref?: string;
   /** The instance's allocations in Placement: provider uuid -> resources. */
   readonly allocations: ConsumerAllocations;
-  /** The instance's VIFs, bound to this host by the compute manager; absent or empty: no NIC. */
+  /** The instance's VIFs (nova's network_info), in NIC order; absent or empty: no NIC. */
   readonly network_info?: NetworkInfo;
 }
 

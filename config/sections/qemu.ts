@@ -34,6 +34,16 @@ const ipAddress = (optional: boolean): z.ZodType<string | undefined, string> =>
     return z.NEVER;
   });
 
+/** A network namespace name as `ip netns` takes it (a file name under /run/netns), or empty. */
+const netnsName = (): z.ZodType<string | undefined, string> =>
+  z.string().transform((raw, ctx) => {
+    const v = raw.trim();
+    if (v === '') return undefined;
+    if (/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$/.test(v)) return v;
+    ctx.addIssue({ code: 'custom', message: 'not a network namespace name' });
+    return z.NEVER;
+  });
+
 /** The accelerator choices of `[qemu] accel`. */
 export const QEMU_ACCELS = ['auto', 'kvm', 'tcg'] as const;
 
@@ -79,6 +89,14 @@ export const qemuSection = z.object({
     help: "Run QEMU under its seccomp sandbox (-sandbox on with obsolete, elevateprivileges, spawn and resourcecontrol denied), as libvirt does.",
     default: 'true',
     expected: 'true or false',
+  }),
+  network_namespace: option(netnsName(), {
+    help:
+      "Named network namespace (ip netns) this host's VIF devices are created in and QEMU runs in, for several " +
+      "simulated compute hosts on one machine, each with its own Open vSwitch. Empty: the agent's own namespace. " +
+      'Live migration between namespaced hosts is not supported (its TCP endpoints would be in different namespaces).',
+    default: '',
+    expected: 'a namespace name (letters, digits, _ . -), or empty',
   }),
   shutdown_timeout: option(int(0), {
     help:

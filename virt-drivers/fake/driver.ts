@@ -15,6 +15,7 @@ import { promises as fsp } from 'node:fs';
 import type { Logger } from '../../lib/logging/logger';
 import type { ProviderTree } from '../../model/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
+import type { NetworkInfo, Vif } from '../../model/network';
 import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type SpawnOptions, type VirtDriver } from '../driver';
 import { DriverError, DriverInitError, InstanceExistsError, InstanceStateError, MigrationPreCheckError } from '../errors';
 import { discoverHost, type HostFacts } from '../host/discover';
@@ -28,20 +29,14 @@ import type { DriverContext, Flavor, HostRef, InstanceInfo, InstanceRef, Instanc
 import { FaultInjector } from './faults';
 import { assignGpu } from './gpu-assign';
 import { FakeHypervisor } from './hypervisor';
+import { FakeNics, FakeVifs } from './vifs';
 import { HostFileError, hostFileFacts, parseHostFile, type HostFileData, type SharedStorageSpec } from './host-file';
 
-// Only what a server on this driver gets when nova asks for it, since each trait is a promise the
-// scheduler acts on:
-// - supports_image_type_raw, supports_image_type_qcow2: a build of an image in either format boots
-//   (the fake never reads the image), as it does on the qemu driver the fake stands in for; with
-//   nova's image-type prefilter on, a host without them is never a candidate for an image.
-// Not advertised, because nothing on this agent implements them: interface attach and device
-// tagging (no attach_interface, and requested_networks' tags reach no device metadata), volume
-// attach, extend and multi-attach (no volume RPC methods, no block device mappings), trusted image
-// certificates (never verified), and supports_migrate_to_same_host (the compute manager refuses a
-// resize to its own host, and nova's API lets the scheduler pick the source host for a cold
-// migration when the trait is there).
+// Only what a server on this driver gets when nova asks for it (each trait is a promise the
+// scheduler acts on): raw and qcow2 images (never read), interface attach (`vifs.ts`). Not: device
+// tagging, volumes, trusted certs, supports_migrate_to_same_host (the manager refuses same-host resizes).
 const CAPABILITIES: DriverCapabilities = {
+  supports_attach_interface: true,
   supports_image_type_qcow2: true,
   supports_image_type_raw: true,
 };
@@ -52,6 +47,9 @@ export class FakeDriver implements VirtDriver {
   /** Arm delays and failures per lifecycle method. */
   readonly faults: FaultInjector;
   readonly hypervisor: FakeHypervisor;
+  /** The VIFs plugged on this host (tests assert on `vifs.plugged` and `vifs.history`). */
+  readonly vifs = new FakeVifs();
+  private readonly nics: FakeNics;
   private readonly log: Logger;
   private layout: LayoutOptions;
   private readonly lineages = new Map<string, string>();
@@ -65,6 +63,7 @@ export class FakeDriver implements VirtDriver {
     this.log = ctx.logger.child({ driver: 'fake' });
     this.faults = new FaultInjector(ctx.clock);
     this.hypervisor = new FakeHypervisor(ctx.config.fake.instances_file);
+    this.nics = new FakeNics(this.hypervisor, this.vifs);
     this.layout = layoutOptionsFromConfig(ctx.config, capabilityTraits(CAPABILITIES));
     this.startedAt = ctx.clock.now();
   }
@@ -142,16 +141,32 @@ export class FakeDriver implements VirtDriver {
     return Math.floor((this.ctx.clock.now() - this.startedAt) / 1000);
   }
 
+  /** Plugs the VIFs; with `beforeRun` the instance is PAUSED until it resolves; a failure leaves nothing. */
   async spawn(instance: InstanceSpec, opts: SpawnOptions = {}): Promise<void> {
     await this.faults.before('spawn');
-    if (opts.powerOn !== false) await opts.beforeRun?.();
+    const powerOn = opts.powerOn !== false;
+    const vifs = instance.network_info ?? [];
     const gpu = assignGpu(instance, this.lastFacts, this.lineages, this.hypervisor, this.layout);
-    this.hypervisor.create(instance, opts.powerOn === false ? 'SHUTDOWN' : 'RUNNING', gpu ? { gpu } : {});
+    const inst = this.hypervisor.create(instance, !powerOn ? 'SHUTDOWN' : opts.beforeRun ? 'PAUSED' : 'RUNNING', gpu ? { gpu } : {});
+    try {
+      await this.vifs.plugAll(instance.uuid, vifs);
+      if (powerOn && opts.beforeRun) {
+        await opts.beforeRun();
+        if (this.hypervisor.find(instance.uuid) !== inst) throw new InstanceStateError(instance.uuid, 'deleted', 'resume after beforeRun');
+        inst.powerState = 'RUNNING';
+        this.hypervisor.print(inst, 'booted');
+      }
+    } catch (e) {
+      await this.vifs.unplugAll(vifs);
+      if (this.hypervisor.find(instance.uuid) === inst) this.hypervisor.delete(instance.uuid);
+      throw e;
+    }
     await this.hypervisor.save();
   }
 
   async destroy(instance: InstanceRef): Promise<void> {
     await this.faults.before('destroy');
+    await this.vifs.unplugAll(this.hypervisor.find(instance.uuid)?.vifs ?? []);
     this.hypervisor.delete(instance.uuid);
     await this.hypervisor.save();
   }
@@ -159,7 +174,28 @@ export class FakeDriver implements VirtDriver {
   async powerOn(instance: InstanceRef): Promise<void> {
     await this.faults.before('powerOn');
     this.hypervisor.powerOn(instance);
+    await this.vifs.plugAll(instance.uuid, this.hypervisor.get(instance).vifs ?? []);
     await this.hypervisor.save();
+  }
+
+  async plugVifs(instance: InstanceRef, vifs: NetworkInfo): Promise<void> {
+    await this.faults.before('plugVifs');
+    await this.nics.plugVifs(instance, vifs);
+  }
+
+  async unplugVifs(_instance: InstanceRef, vifs: NetworkInfo): Promise<void> {
+    await this.faults.before('unplugVifs');
+    await this.vifs.unplugAll(vifs);
+  }
+
+  async attachInterface(instance: InstanceRef, vif: Vif): Promise<void> {
+    await this.faults.before('attachInterface');
+    await this.nics.attach(instance, vif);
+  }
+
+  async detachInterface(instance: InstanceRef, vif: Vif): Promise<void> {
+    await this.faults.before('detachInterface');
+    await this.nics.detach(instance, vif);
   }
 
   async powerOff(instance: InstanceRef, _opts: PowerOffOptions = {}): Promise<void> {
@@ -171,6 +207,7 @@ export class FakeDriver implements VirtDriver {
   async reboot(instance: InstanceRef, type: 'soft' | 'hard'): Promise<void> {
     await this.faults.before('reboot');
     this.hypervisor.reboot(instance, type);
+    await this.vifs.plugAll(instance.uuid, this.hypervisor.get(instance).vifs ?? []);
     await this.hypervisor.save();
   }
 

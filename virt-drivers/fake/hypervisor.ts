@@ -9,6 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { writeFileAtomic } from '../../lib/atomic-file';
 import { InstanceExistsError, InstanceNotFoundError, InstanceStateError } from '../errors';
+import type { Vif } from '../../model/network';
 import type { Flavor, InstanceInfo, InstanceRef, InstanceSpec, PowerState } from '../types';
 
 /** Where an instance is in a move, if anywhere. */
@@ -26,6 +27,8 @@ export interface FakeInstance {
   abortRequested?: boolean;
   /** What the guest wrote to its serial console, one entry a line (power events, as a guest would print them). */
   console?: string[];
+  /** Its NICs' VIFs (network_info), attach and detach included. */
+  vifs?: Vif[];
 }
 
 /** Lines of console kept per instance. */
@@ -100,7 +103,7 @@ export class FakeHypervisor {
   /** @throws InstanceExistsError */
   create(spec: InstanceSpec, powerState: PowerState, extra: Partial<FakeInstance> = {}): FakeInstance {
     if (this.instances.has(spec.uuid)) throw new InstanceExistsError(spec.uuid);
-    const inst: FakeInstance = { uuid: spec.uuid, name: spec.name, powerState, flavor: spec.flavor, allocations: spec.allocations, ...extra };
+    const inst: FakeInstance = { uuid: spec.uuid, name: spec.name, powerState, flavor: spec.flavor, allocations: spec.allocations, vifs: [...(spec.network_info ?? [])], ...extra };
     this.instances.set(spec.uuid, inst);
     if (powerState === 'RUNNING') this.print(inst, 'booted');
     return inst;

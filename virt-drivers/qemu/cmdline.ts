@@ -4,17 +4,80 @@
  * Live migration needs the destination's devices and memory to match the source's exactly (a
  * mismatch makes the destination exit mid-stream), so everything that shapes the guest comes
  * from the definition, which travels with the instance; only paths and `-incoming` differ
- * between the two sides. Device ids are fixed (`drive-disk0`, `virtio-disk0`, `serial0`) so
- * both sides and the QMP commands agree on them.
+ * between the two sides. Device ids are fixed (`drive-disk0`, `virtio-disk0`, `serial0`,
+ * `hostnet<slot>`/`net<slot>` per NIC) so both sides and the QMP commands agree on them.
+ *
+ * NICs: each is a kernel tap the VIF plugger created (`script=no,downscript=no`: QEMU configures
+ * nothing) opened with `vnet_hdr=off`, because Open vSwitch's userspace datapath reads taps
+ * without virtio-net headers and would forward checksum-offloaded packets with bad checksums; a
+ * virtio-net-pci device with the port's MAC, `host_mtu` (virtio-net's MTU feature, QEMU >= 2.9)
+ * and no option ROM (`romfile=`: guests boot from disk, and Debian's QEMU may lack iPXE's ROMs).
+ * On q35 every NIC sits on its own PCIe root port (`netport<slot>`, `NIC_SLOTS` of them, made
+ * for every definition that has a NIC list) because q35's root bus takes no hot-plugged devices;
+ * on other machines NICs sit at fixed addresses of `pci.0`.
  *
  * It is: a pure function, unit-tested. It is not: validation of the definition (the instance
  * record's schema does that).
  */
-import type { InstancePaths, VmDefinition } from './instance-files';
+import type { InstancePaths, NicDefinition, VmDefinition } from './instance-files';
 
 /** The block backend and guest device of the root disk (QMP uses the first). */
 export const DISK_DRIVE_ID = 'drive-disk0';
 export const DISK_DEVICE_ID = 'virtio-disk0';
+
+/** How many NICs an instance may have (root ports made on q35; PCI slots reserved elsewhere). */
+export const NIC_SLOTS = 8;
+
+/** The netdev (backend) id of the NIC in `slot`. */
+export function netdevId(slot: number): string {
+  return `hostnet${slot}`;
+}
+
+/** The guest device id of the NIC in `slot`. */
+export function nicDeviceId(slot: number): string {
+  return `net${slot}`;
+}
+
+/** Whether the machine type is a q35 (PCIe) machine. */
+export function isQ35(machine: string): boolean {
+  return /q35/.test(machine);
+}
+
+/** The properties of a NIC's `-netdev` (also `netdev_add`'s arguments). */
+export function nicNetdev(nic: NicDefinition): { readonly type: 'tap'; readonly id: string; readonly ifname: string; readonly script: 'no'; readonly downscript: 'no'; readonly vnet_hdr: false } {
+  return { type: 'tap', id: netdevId(nic.slot), ifname: nic.tap, script: 'no', downscript: 'no', vnet_hdr: false };
+}
+
+/** The properties of a NIC's `-device` (also `device_add`'s arguments), in command-line order. */
+export function nicDevice(machine: string, nic: NicDefinition): Record<string, string | number> {
+  const place: Record<string, string> = isQ35(machine) ? { bus: `netport${nic.slot}` } : { bus: 'pci.0', addr: `0x${(0x10 + nic.slot).toString(16)}` };
+  return {
+    driver: 'virtio-net-pci',
+    netdev: netdevId(nic.slot),
+    id: nicDeviceId(nic.slot),
+    mac: nic.mac,
+    ...place,
+    ...(nic.mtu === null ? {} : { host_mtu: nic.mtu }),
+    romfile: '',
+  };
+}
+
+/** The `-netdev`/`-device` arguments of the definition's NICs (and q35's root ports for them). */
+function nicArgs(def: VmDefinition): string[] {
+  if (def.nics === undefined) return [];
+  const e = escapeOptionValue;
+  const args: string[] = [];
+  if (isQ35(def.machine)) {
+    for (let k = 0; k < NIC_SLOTS; k++) args.push('-device', `pcie-root-port,id=netport${k},bus=pcie.0,chassis=${k + 1},addr=0x${(0x10 + k).toString(16)}`);
+  }
+  for (const nic of [...def.nics].sort((a, b) => a.slot - b.slot)) {
+    const n = nicNetdev(nic);
+    args.push('-netdev', `tap,id=${n.id},ifname=${e(n.ifname)},script=no,downscript=no,vnet_hdr=off`);
+    const { driver, ...props } = nicDevice(def.machine, nic);
+    args.push('-device', [driver, ...Object.entries(props).map(([k, v]) => `${k}=${e(String(v))}`)].join(','));
+  }
+  return args;
+}
 
 /** Everything the command line is made of. */
 export interface CommandLineInput {
@@ -25,6 +88,8 @@ export interface CommandLineInput {
   readonly sandbox: boolean;
   /** Start waiting for an incoming migration (`migrate-incoming` over QMP chooses where). */
   readonly incoming?: boolean;
+  /** Start with the vCPUs stopped (`-S`): the guest runs at QMP `cont`. */
+  readonly paused?: boolean;
 }
 
 /** QEMU's option syntax: a comma inside a value is written twice. */
@@ -77,6 +142,8 @@ export function qemuCommandLine(input: CommandLineInput): string[] {
       `virtio-blk-pci,drive=${DISK_DRIVE_ID},id=${DISK_DEVICE_ID},bootindex=1`,
     );
   }
+  args.push(...nicArgs(def));
+  if (input.paused) args.push('-S');
   if (input.incoming) args.push('-incoming', 'defer');
   return args;
 }

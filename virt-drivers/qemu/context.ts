@@ -10,9 +10,12 @@
 import type { Logger } from '../../lib/logging/logger';
 import type { Clock } from '../../lib/clock';
 import { DriverError } from '../errors';
+import { vifMtu, type NetworkInfo, type Vif } from '../../model/network';
 import type { Exec } from '../host/exec';
+import { vifTap, type VifPlugger } from '../net/plugger';
 import type { InstanceSpec } from '../types';
-import type { VmDefinition } from './instance-files';
+import { NIC_SLOTS } from './cmdline';
+import type { NicDefinition, VmDefinition } from './instance-files';
 import type { AccelChoice, QemuVersion } from './host';
 import type { Images } from './images';
 import type { InstanceTable } from './instances';
@@ -36,9 +39,13 @@ export interface QemuHost {
   readonly processes: VmProcesses;
   readonly vmDeps: VmDeps;
   readonly table: InstanceTable;
+  /** Plugs the instances' VIFs (in `[qemu] network_namespace`, when set). */
+  readonly plugger: VifPlugger;
   /** The host facts. @throws DriverError before `init` */
   facts(): QemuFacts;
 }
+
+const MAC = /^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$/;
 
 /** Thrown by operations called before `init`. */
 export function notInitialised(): DriverError {
@@ -55,6 +62,12 @@ export function checkSpec(spec: InstanceSpec): void {
   if (!positive(f.memory_mb)) throw bad('flavor.memory_mb', 'an integer > 0');
   if (typeof f.root_gb !== 'number' || !Number.isInteger(f.root_gb) || f.root_gb < 0) throw bad('flavor.root_gb', 'an integer >= 0');
   if (spec.image_ref !== undefined && (typeof spec.image_ref !== 'string' || spec.image_ref === '')) throw bad('image_ref', 'a non-empty string when given');
+  const vifs: unknown = spec.network_info ?? [];
+  if (!Array.isArray(vifs) || vifs.length > NIC_SLOTS) throw bad('network_info', `a list of at most ${NIC_SLOTS} VIFs`);
+  (vifs as readonly (Partial<Vif> | undefined)[]).forEach((v, i) => {
+    if (typeof v?.id !== 'string' || v.id === '') throw bad(`network_info[${i}].id`, 'a port uuid');
+    if (typeof v.address !== 'string' || !MAC.test(v.address)) throw bad(`network_info[${i}].address`, 'a MAC address (xx:xx:xx:xx:xx:xx)');
+  });
 }
 
 /** The definition of a new instance on this host: its flavor, this host's machine, CPU and accelerator. */
@@ -66,5 +79,23 @@ export function newDefinition(host: QemuHost, spec: InstanceSpec, disk: boolean)
     vcpus: spec.flavor.vcpus,
     memoryMb: spec.flavor.memory_mb,
     disk,
+    nics: nicDefinitions(spec.network_info ?? []),
   };
+}
+
+/** The NICs of a new guest: one per VIF, in network_info order, slots 0, 1, ... */
+export function nicDefinitions(vifs: NetworkInfo): NicDefinition[] {
+  return vifs.map((v, slot) => ({ port: v.id, mac: v.address, tap: vifTap(v), mtu: vifMtu(v) ?? null, slot }));
+}
+
+/** Plugs every VIF, in order. @throws VifTypeNotSupportedError, VifPlugError */
+export async function plugAll(host: QemuHost, instanceUuid: string, vifs: NetworkInfo): Promise<void> {
+  for (const vif of vifs) await host.plugger.plug(vif, instanceUuid);
+}
+
+/** Unplugs every VIF; failures are logged, not thrown (cleanup after a failure, destroy). */
+export async function unplugAllQuietly(host: QemuHost, instanceUuid: string, vifs: NetworkInfo): Promise<void> {
+  for (const vif of vifs) {
+    await host.plugger.unplug(vif).catch((e: unknown) => host.log.warn({ instance: instanceUuid, port: vif.id, err: (e as Error).message }, 'cannot unplug a VIF'));
+  }
 }

@@ -7,15 +7,16 @@
  * driver's capability traits. Instance state lives in each instance's directory under
  * `instances_path` (`instance-files.ts`), so nothing the driver needs is held only in memory.
  *
- * It is: a map from the `VirtDriver` contract onto the operation modules (`lifecycle`,
- * `cold-migration`, `live-source`, `live-destination`, `recovery`). It is not: networking or
- * volumes (instances get no NIC and only their root disk). Images are local files or Glance images
- * in the host's image cache (`image-setup.ts`).
+ * It is: a map from the `VirtDriver` contract onto the operation modules (`lifecycle`, `nics`,
+ * `cold-migration`, `live-source`, `live-destination`, `recovery`). It is not: volumes (instances
+ * get only their root disk). NICs are Neutron ports plugged into Open vSwitch (`../net/`). Images
+ * are local files or Glance images in the host's image cache (`image-setup.ts`).
  */
 import type { Logger } from '../../lib/logging/logger';
 import type { ProviderTree } from '../../model/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
-import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type VirtDriver } from '../driver';
+import type { NetworkInfo, Vif } from '../../model/network';
+import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type SpawnOptions, type VirtDriver } from '../driver';
 import { DriverError, DriverInitError, InstanceNotFoundError, InstanceStateError } from '../errors';
 import { discoverHost, type HostFacts } from '../host/discover';
 import { applyPlan, RootProviderMissingError } from '../layout/apply';
@@ -24,7 +25,7 @@ import { layoutOptionsFromConfig, type LayoutOptions } from '../layout/options';
 import { planHost } from '../layout/plan';
 import type { DriverContext, Flavor, HostRef, InstanceInfo, InstanceRef, InstanceSpec, LiveMigrateData, MigrateDiskResult, MigrationRef } from '../types';
 import * as cold from './cold-migration';
-import { notInitialised, type QemuFacts, type QemuHost } from './context';
+import { notInitialised, plugAll, type QemuFacts, type QemuHost } from './context';
 import { chooseAccel, probeQemu } from './host';
 import type { GlanceApi } from '../glance/api';
 import { buildImages, CacheManager } from './image-setup';
@@ -32,6 +33,8 @@ import { InstanceTable } from './instances';
 import * as life from './lifecycle';
 import * as liveDest from './live-destination';
 import * as liveSource from './live-source';
+import { defaultPlugger, type VifPlugger } from '../net/plugger';
+import * as nics from './nics';
 import { MAX_SOCKET_PATH, qemuOptionsFromConfig, type QemuOptions } from './options';
 import { HostProcesses, type VmProcesses } from './process';
 import type { QmpClient } from './qmp';
@@ -39,6 +42,7 @@ import { recoverInstances, type RecoveredInstance } from './recovery';
 
 /** What this driver can do, as nova's capability flags (the rest are false). */
 const CAPABILITIES: DriverCapabilities = {
+  supports_attach_interface: true,
   supports_image_type_qcow2: true,
   supports_image_type_raw: true,
 };
@@ -50,6 +54,8 @@ export interface QemuDriverPorts {
   readonly kvmUsable?: () => Promise<boolean>;
   /** Glance, in place of the client `[glance]` and the context's auth would make. */
   readonly glance?: GlanceApi;
+  /** VIF plugging, in place of Open vSwitch through `[os_vif_ovs]`. */
+  readonly plugger?: VifPlugger;
 }
 
 /**
@@ -92,11 +98,13 @@ export class QemuDriver implements VirtDriver {
       processes,
       vmDeps,
       table: new InstanceTable(vmDeps),
+      plugger: ports.plugger ?? defaultPlugger(ctx.exec, { ...this.opts.ovs, ...(this.opts.netns === undefined ? {} : { netns: this.opts.netns }) }),
       facts: () => {
         if (!this.facts) throw notInitialised();
         return this.facts;
       },
     };
+    this.host.table.beforeStart = (m) => plugAll(this.host, m.rec.uuid, m.rec.vifs ?? []);
     this.cacheManager = cache && new CacheManager(cache, () => this.imagesInUse(), this.log);
   }
 
@@ -223,9 +231,25 @@ export class QemuDriver implements VirtDriver {
     return Math.floor(seconds);
   }
 
-  async spawn(instance: InstanceSpec, opts: { readonly powerOn?: boolean } = {}): Promise<void> {
+  async spawn(instance: InstanceSpec, opts: SpawnOptions = {}): Promise<void> {
     this.host.facts();
-    return life.spawn(this.host, instance, opts.powerOn !== false);
+    return life.spawn(this.host, instance, opts.powerOn !== false, opts.beforeRun);
+  }
+
+  async plugVifs(instance: InstanceRef, vifs: NetworkInfo): Promise<void> {
+    return nics.plugVifs(this.host, instance, vifs);
+  }
+
+  async unplugVifs(instance: InstanceRef, vifs: NetworkInfo): Promise<void> {
+    return nics.unplugVifs(this.host, instance, vifs);
+  }
+
+  async attachInterface(instance: InstanceRef, vif: Vif): Promise<void> {
+    return nics.attachInterface(this.host, instance, vif);
+  }
+
+  async detachInterface(instance: InstanceRef, vif: Vif): Promise<void> {
+    return nics.detachInterface(this.host, instance, vif);
   }
 
   async destroy(instance: InstanceRef): Promise<void> {

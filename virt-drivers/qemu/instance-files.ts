@@ -20,7 +20,22 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { readCheckpoint, writeCheckpoint, type CheckpointSpec } from '../../lib/checkpoint';
+import type { NetworkInfo } from '../../model/network';
 import type { Flavor } from '../types';
+
+/**
+ * One NIC of the guest: a virtio-net device on the tap of a Neutron port. `slot` fixes its QEMU
+ * ids (`hostnet<slot>`, `net<slot>`) and its PCI place, so both sides of a live migration and a
+ * hot unplug agree on them whatever the order of the list.
+ */
+export interface NicDefinition {
+  readonly port: string;
+  readonly mac: string;
+  readonly tap: string;
+  /** The network's MTU, told to the guest (virtio-net host_mtu); null: not told. */
+  readonly mtu: number | null;
+  readonly slot: number;
+}
 
 /** What shapes the guest; identical on both sides of a live migration. */
 export interface VmDefinition {
@@ -31,6 +46,11 @@ export interface VmDefinition {
   readonly memoryMb: number;
   /** Whether the instance has a root disk (`disk.qcow2` in its directory). */
   readonly disk: boolean;
+  /**
+   * The NICs. Absent in definitions written before instances had NICs: such a guest keeps its
+   * old device layout (no NIC root ports), so it still live-migrates and restarts unchanged.
+   */
+  readonly nics?: readonly NicDefinition[];
 }
 
 /** The files of one instance directory. */
@@ -88,6 +108,8 @@ export interface InstanceRecord {
   /** The QEMU process, while there is one. */
   readonly process: { readonly pid: number; readonly startTicks: string; readonly startedAt: string } | null;
   readonly lastExit: UnexpectedExit | null;
+  /** The VIFs (nova's network_info) this host plugs for the instance; absent in older records: none. */
+  readonly vifs?: NetworkInfo;
 }
 
 const flavorSchema = z.object({
@@ -108,7 +130,15 @@ export const vmDefinitionSchema = z.object({
   vcpus: z.number().int().positive(),
   memoryMb: z.number().int().positive(),
   disk: z.boolean(),
+  nics: z
+    .array(z.object({ port: z.string().min(1), mac: z.string().regex(/^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$/), tap: z.string().min(1).max(15), mtu: z.number().int().positive().nullable(), slot: z.number().int().min(0) }))
+    .optional(),
 });
+
+/** A VIF as a record keeps it: the fields plugging reads are checked, the rest is nova's JSON kept as it came. */
+const vifSchema = z
+  .object({ id: z.string().min(1), address: z.string(), type: z.string(), details: z.record(z.string(), z.unknown()), devname: z.string(), network: z.object({ meta: z.record(z.string(), z.unknown()) }).passthrough() })
+  .passthrough();
 
 const recordSchema = z.object({
   uuid: z.string(),
@@ -123,6 +153,7 @@ const recordSchema = z.object({
   migration: z.string().nullable(),
   process: z.object({ pid: z.number().int().positive(), startTicks: z.string(), startedAt: z.string() }).nullable(),
   lastExit: z.object({ at: z.string(), clean: z.boolean(), code: z.number().nullable(), signal: z.string().nullable() }).nullable(),
+  vifs: z.array(vifSchema).optional(),
 });
 
 function spec(dir: string): CheckpointSpec<InstanceRecord> {

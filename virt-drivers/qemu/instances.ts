@@ -73,6 +73,8 @@ export class InstanceTable {
   readonly resized = new Map<string, Managed>();
   private readonly locks = new Map<string, Mutex>();
   private readonly log: Logger;
+  /** Runs before every QEMU start (the driver plugs the instance's VIFs: taps do not survive a host reboot). */
+  beforeStart: (m: Managed) => Promise<void> = async () => undefined;
 
   constructor(private readonly deps: VmDeps) {
     this.log = deps.logger;
@@ -91,11 +93,12 @@ export class InstanceTable {
     await writeRecord(m.paths.dir, m.rec);
   }
 
-  /** Starts the instance's QEMU from its record and records the process. Hold the lock. @throws VmStartError */
-  async start(m: Managed, opts: { readonly incoming?: boolean } = {}): Promise<QemuVm> {
+  /** Starts the instance's QEMU from its record (paused: vCPUs stopped) and records the process. Hold the lock. @throws VmStartError, the `beforeStart` error */
+  async start(m: Managed, opts: { readonly incoming?: boolean; readonly paused?: boolean } = {}): Promise<QemuVm> {
     if (m.vm) await this.noteExit(m, m.vm); // a dead handle, noted before a new process replaces it
+    await this.beforeStart(m);
     await rm(m.paths.pid, { force: true });
-    const vm = await startVm(this.deps, { uuid: m.rec.uuid, name: m.rec.name, def: m.rec.vm, paths: m.paths, ...(opts.incoming ? { incoming: true } : {}) });
+    const vm = await startVm(this.deps, { uuid: m.rec.uuid, name: m.rec.name, def: m.rec.vm, paths: m.paths, ...(opts.incoming ? { incoming: true } : {}), ...(opts.paused ? { paused: true } : {}) });
     this.attach(m, vm);
     try {
       await this.save(m, { process: { pid: vm.pid, startTicks: vm.startTicks, startedAt: new Date(this.deps.clock.now()).toISOString() }, lastExit: null });

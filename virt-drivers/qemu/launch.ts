@@ -24,6 +24,8 @@ export interface StartRequest {
   readonly paths: InstancePaths;
   /** Wait for an incoming migration instead of booting. */
   readonly incoming?: boolean;
+  /** Start with the vCPUs stopped (QMP `cont` runs the guest). */
+  readonly paused?: boolean;
 }
 
 /** The last `lines` non-empty lines QEMU wrote to its log since byte `from`. */
@@ -68,12 +70,15 @@ export async function startVm(deps: VmDeps, req: StartRequest): Promise<QemuVm> 
   const { paths } = req;
   await rm(paths.qmp, { force: true }); // a socket file left by a killed QEMU
   const logStart = await sizeOf(paths.log);
-  const args = qemuCommandLine({ uuid: req.uuid, name: req.name, def: req.def, paths, sandbox: opts.sandbox, ...(req.incoming ? { incoming: true } : {}) });
+  const args = qemuCommandLine({ uuid: req.uuid, name: req.name, def: req.def, paths, sandbox: opts.sandbox, ...(req.incoming ? { incoming: true } : {}), ...(req.paused ? { paused: true } : {}) });
+  // In a named namespace, `ip netns exec` enters it and execs QEMU (same pid), so QEMU opens its
+  // taps there; QMP is a unix socket on the file system, reachable from any namespace.
+  const command = opts.netns === undefined ? { binary: opts.binary, args } : { binary: 'ip', args: ['netns', 'exec', opts.netns, opts.binary, ...args] };
   let launched;
   try {
-    launched = await processes.launch({ binary: opts.binary, args, logPath: paths.log, cwd: paths.dir });
+    launched = await processes.launch({ ...command, logPath: paths.log, cwd: paths.dir });
   } catch (e) {
-    const reason = e instanceof LaunchError ? `${e.binary} cannot be executed (${e.code}); check [qemu] binary` : (e as Error).message;
+    const reason = e instanceof LaunchError ? `${e.binary} cannot be executed (${e.code}); check [qemu] binary${opts.netns === undefined ? '' : ' and that ip (iproute2) is installed'}` : (e as Error).message;
     throw new VmStartError(req.uuid, reason, { cause: e });
   }
   const vm = new QemuVm(req.uuid, paths, launched.pid, launched.startTicks, deps, launched.exited);
@@ -86,7 +91,7 @@ export async function startVm(deps: VmDeps, req: StartRequest): Promise<QemuVm> 
     .qmp()
     .then(async (): Promise<Outcome> => {
       const state = await vm.runState();
-      const want = req.incoming ? 'inmigrate' : 'running';
+      const want = req.incoming ? 'inmigrate' : req.paused ? 'prelaunch' : 'running';
       return state === want ? { ok: true } : { ok: false, reason: `is ${state}, expected ${want}` };
     })
     .catch((e: unknown): Outcome => ({ ok: false, reason: (e as Error).message, cause: e }));

@@ -7,13 +7,14 @@
  * The console output is the serial port's log (`console.log`), its last `CONSOLE_MAX_BYTES`.
  *
  * Every operation that changes an instance holds the instance's lock. A failed spawn leaves nothing: the process is
- * stopped and the directory removed.
+ * stopped, the VIFs unplugged and the directory removed. Every start (spawn, power on, reboot) plugs the
+ * recorded VIFs first (`InstanceTable.beforeStart`), without waiting for Neutron's events, as nova does.
  */
 import { mkdir, open, rm } from 'node:fs/promises';
 import { InstanceExistsError, InstanceNotFoundError, InstanceStateError } from '../errors';
 import type { PowerOffOptions } from '../driver';
 import type { InstanceRef, InstanceSpec } from '../types';
-import { checkSpec, newDefinition, type QemuHost } from './context';
+import { checkSpec, newDefinition, plugAll, unplugAllQuietly, type QemuHost } from './context';
 import { instanceDirs, instancePaths, writeRecord, type InstanceRecord } from './instance-files';
 import type { Managed } from './instances';
 
@@ -45,8 +46,14 @@ export async function createInstanceDir(host: QemuHost, uuid: string): Promise<s
   return active;
 }
 
-/** Creates and (with `powerOn`) starts an instance; on failure nothing is left. @throws InstanceExistsError, ImageError, VmStartError, DriverError */
-export async function spawn(host: QemuHost, spec: InstanceSpec, powerOn: boolean): Promise<void> {
+/**
+ * Creates and (with `powerOn`) starts an instance with its VIFs plugged; with `beforeRun`, QEMU
+ * starts with the vCPUs stopped and `cont` runs them once `beforeRun` resolves. On failure
+ * (`beforeRun`'s included) nothing is left: process stopped, VIFs unplugged, directory removed,
+ * and the error rethrown as it came.
+ * @throws InstanceExistsError, ImageError, VmStartError, VifPlugError, VifTypeNotSupportedError, DriverError, what `beforeRun` threw
+ */
+export async function spawn(host: QemuHost, spec: InstanceSpec, powerOn: boolean, beforeRun?: () => Promise<void>): Promise<void> {
   checkSpec(spec);
   await host.table.withLock(spec.uuid, async () => {
     if (host.table.active.has(spec.uuid)) throw new InstanceExistsError(spec.uuid);
@@ -69,15 +76,25 @@ export async function spawn(host: QemuHost, spec: InstanceSpec, powerOn: boolean
         migration: null,
         process: null,
         lastExit: null,
+        vifs: spec.network_info ?? [],
       };
       await writeRecord(dir, rec);
       m = { rec, paths };
       host.table.active.set(spec.uuid, m);
-      if (powerOn) await host.table.start(m);
-      host.log.info({ instance: spec.uuid, image: image?.path ?? null, vcpus: rec.vm.vcpus, memory_mb: rec.vm.memoryMb, powerOn }, 'instance spawned');
+      if (!powerOn) await plugAll(host, spec.uuid, rec.vifs ?? []);
+      else if (!beforeRun) await host.table.start(m); // plugs first (beforeStart)
+      else {
+        const vm = await host.table.start(m, { paused: true });
+        const t0 = host.clock.now();
+        await beforeRun();
+        await vm.execute('cont');
+        host.log.info({ instance: spec.uuid, waited_ms: host.clock.now() - t0 }, 'guest resumed after beforeRun');
+      }
+      host.log.info({ instance: spec.uuid, image: image?.path ?? null, vcpus: rec.vm.vcpus, memory_mb: rec.vm.memoryMb, nics: rec.vm.nics?.length ?? 0, powerOn }, 'instance spawned');
     } catch (e) {
       if (m) await host.table.stop(m, 0).catch(() => undefined);
       host.table.active.delete(spec.uuid);
+      await unplugAllQuietly(host, spec.uuid, spec.network_info ?? []);
       await rm(dir, { recursive: true, force: true });
       throw e;
     }
@@ -95,6 +112,7 @@ export async function destroy(host: QemuHost, ref: InstanceRef): Promise<void> {
       await host.table.stop(target, 0);
       if (m) host.table.active.delete(ref.uuid);
       else host.table.resized.delete(ref.uuid);
+      await unplugAllQuietly(host, ref.uuid, target.rec.vifs ?? []);
     }
     await rm(m || !target ? active : resized, { recursive: true, force: true });
     host.log.info({ instance: ref.uuid, found: target !== undefined }, 'instance destroyed');
@@ -106,6 +124,7 @@ export async function powerOn(host: QemuHost, ref: InstanceRef): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const m = settledInstance(host, ref, 'power on');
     if (!(m.vm && (await m.vm.alive()))) await host.table.start(m);
+    else await plugAll(host, ref.uuid, m.rec.vifs ?? []);
     await host.table.save(m, { power: 'running' });
   });
 }

@@ -19,6 +19,10 @@ export interface QemuOptions {
   readonly cpuModel: string;
   readonly imagesPath?: string;
   readonly sandbox: boolean;
+  /** `[qemu] network_namespace`: QEMU and the VIF devices live in this named namespace. */
+  readonly netns?: string;
+  /** `[os_vif_ovs]`: how VIFs are plugged into Open vSwitch. */
+  readonly ovs: { readonly connection: string; readonly vsctl: string; readonly timeoutSec: number; readonly datapathType: string };
   readonly shutdownTimeoutMs: number;
   /** How long a soft reboot waits for the guest's clean shutdown before it is done hard. */
   readonly softRebootTimeoutMs: number;
@@ -62,6 +66,13 @@ export function qemuOptionsFromConfig(config: AgentConfig): QemuOptions {
     cpuModel: q.cpu_model,
     ...(q.images_path === undefined ? {} : { imagesPath: q.images_path }),
     sandbox: q.sandbox,
+    ...(q.network_namespace === undefined ? {} : { netns: q.network_namespace }),
+    ovs: {
+      connection: config.os_vif_ovs.ovsdb_connection,
+      vsctl: config.os_vif_ovs.ovs_vsctl,
+      timeoutSec: config.os_vif_ovs.ovsdb_timeout,
+      datapathType: config.os_vif_ovs.datapath_type,
+    },
     shutdownTimeoutMs: q.shutdown_timeout * 1000,
     softRebootTimeoutMs: q.wait_soft_reboot_seconds * 1000,
     destroyTimeoutMs: q.destroy_timeout * 1000,

@@ -59,12 +59,12 @@ const migration = (source: string, dest: string): MigrationRef => ({
 });
 
 describe('capability traits', () => {
-  test('only the image types it boots: no interface attach, tagging, volume or trusted-cert traits', () => {
+  test('only the image types it boots and interface attach: no tagging, volume or trusted-cert traits', () => {
     const present = Object.entries(driver().capabilitiesAsTraits())
       .filter(([, on]) => on)
       .map(([trait]) => trait)
       .sort();
-    expect(present).toEqual(['COMPUTE_IMAGE_TYPE_QCOW2', 'COMPUTE_IMAGE_TYPE_RAW']);
+    expect(present).toEqual(['COMPUTE_IMAGE_TYPE_QCOW2', 'COMPUTE_IMAGE_TYPE_RAW', 'COMPUTE_NET_ATTACH_INTERFACE']);
   });
 });
 

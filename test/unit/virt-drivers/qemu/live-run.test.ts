@@ -38,6 +38,7 @@ function host(extra: Partial<QemuOptions> = {}): QemuHost {
     processes,
     vmDeps,
     table: new InstanceTable(vmDeps),
+    plugger: { plug: () => Promise.reject(new Error('not in this test')), unplug: () => Promise.reject(new Error('not in this test')) },
     facts: () => ({ version: { major: 7, minor: 2, micro: 22, text: '7.2.22' }, accel: { accel: 'tcg', reason: 'test' } }),
   };
 }
