@@ -1,0 +1,186 @@
+/**
+ * A private Neutron 2025.1 (ML2/OVN) for integration tests: scripts/keystone-stack (Keystone, and
+ * the Placement behind it when asked), scripts/neutron-stack and its agent hosts, on ports and a
+ * STACK_DIR of the test's own, with the admin calls tests make to Neutron and the hosts.
+ *
+ * It is not: a stand-in. Every answer comes from Debian's Keystone, Placement and Neutron; the
+ * 2025.1 RabbitMQ Neutron uses is the machine-wide one scripts/stack keeps.
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { portFree } from './wait';
+
+const REPO = join(__dirname, '..', '..');
+const script = (name: string): string => join(REPO, 'scripts', name);
+
+export const CLOUD_ADMIN_PASSWORD = 'nt-admin';
+export const CLOUD_SERVICE_PASSWORD = 'nt-service';
+
+/** Why no 2025.1 Neutron can run here (not root, no 2025.1 root), or undefined. Builds the root once. */
+export function neutronUnavailable(): string | undefined {
+  if (process.getuid?.() !== 0) return 'needs root (network namespaces, the 2025.1 root)';
+  try {
+    execFileSync('bash', [script('release-root'), 'path', '2025.1'], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 20 * 60_000 });
+    return undefined;
+  } catch (e) {
+    const stderr = (e as { stderr?: Buffer }).stderr?.toString().trim().split('\n').slice(-3).join(' ');
+    return `the 2025.1 root cannot be built: ${stderr || String(e)}`;
+  }
+}
+
+export interface CloudPorts {
+  readonly keystone: number;
+  readonly placement: number;
+  readonly neutron: number;
+}
+
+async function freePorts(): Promise<CloudPorts> {
+  for (let i = 0; i < 50; i++) {
+    const base = 31000 + 4 * Math.floor(Math.random() * 2000);
+    if ((await portFree(base)) && (await portFree(base + 1)) && (await portFree(base + 2))) return { keystone: base, placement: base + 1, neutron: base + 2 };
+  }
+  throw new Error('no free ports for a private Keystone, Placement and Neutron');
+}
+
+export interface NeutronReply {
+  readonly status: number;
+  readonly body: Record<string, unknown>;
+}
+
+export class NeutronCloud {
+  readonly dir = mkdtempSync('/tmp/ca-ncloud-');
+  private started = { keystone: false, placement: false, neutron: false };
+  private adminToken = '';
+
+  private constructor(
+    readonly ports: CloudPorts,
+    /** The compute endpoint registered in the catalog (where Neutron's notifier sends events). */
+    private readonly computePort: number,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  static async create(opts: { computePort?: number; log?: (line: string) => void } = {}): Promise<NeutronCloud> {
+    return new NeutronCloud(await freePorts(), opts.computePort ?? 1, opts.log ?? (() => undefined));
+  }
+
+  get keystoneUrl(): string {
+    return `http://127.0.0.1:${this.ports.keystone}/v3`;
+  }
+
+  get neutronUrl(): string {
+    return `http://127.0.0.1:${this.ports.neutron}`;
+  }
+
+  /** This Neutron's own directory (OVN sockets, per-host OVS sockets, logs). */
+  get neutronDir(): string {
+    return join(this.dir, `neutron-${this.ports.neutron}`);
+  }
+
+  /** The OVSDB socket of agent host `host` (`[os_vif_ovs] ovsdb_connection`). */
+  ovsdb(host: string): string {
+    return `unix:${join(this.neutronDir, 'hosts', host, 'db.sock')}`;
+  }
+
+  env(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+    return {
+      ...process.env,
+      OPENSTACK_RELEASE: '2025.1',
+      STACK_DIR: this.dir,
+      KEYSTONE_PORT: String(this.ports.keystone),
+      KEYSTONE_PLACEMENT_PORT: String(this.ports.placement),
+      KEYSTONE_URL: this.keystoneUrl,
+      KEYSTONE_ADMIN_PASSWORD: CLOUD_ADMIN_PASSWORD,
+      KEYSTONE_SERVICE_PASSWORD: CLOUD_SERVICE_PASSWORD,
+      NEUTRON_PORT: String(this.ports.neutron),
+      NOVA_API_PORT: String(this.computePort),
+      ...extra,
+    };
+  }
+
+  /** Runs a stack script; resolves its stdout, rejects with its stderr's tail. */
+  run(name: string, args: readonly string[], extraEnv: NodeJS.ProcessEnv = {}, timeoutMs = 600_000): Promise<string> {
+    return new Promise((resolve, reject) => {
+      execFile('bash', [script(name), ...args], { env: this.env(extraEnv), timeout: timeoutMs, maxBuffer: 1 << 24 }, (err, stdout, stderr) =>
+        err ? reject(new Error(`${name} ${args.join(' ')}: ${err.message}\n${stderr.split('\n').slice(-15).join('\n')}`)) : resolve(stdout),
+      );
+    });
+  }
+
+  /** A command inside agent host `host`'s namespace, with its OVS as the default database. */
+  inHost(host: string, ...cmd: string[]): Promise<string> {
+    return this.run('neutron-stack', ['host-exec', host, ...cmd], {}, 60_000);
+  }
+
+  /** Keystone (and its Placement with `placement`), the 2025.1 RabbitMQ, Neutron, and `hosts`. */
+  async up(opts: { placement?: boolean; hosts?: readonly string[] } = {}): Promise<void> {
+    this.started.keystone = true;
+    await this.timed('keystone-stack up keystone', () => this.run('keystone-stack', ['up', 'keystone']));
+    if (opts.placement) {
+      this.started.placement = true;
+      await this.timed('keystone-stack up placement', () => this.run('keystone-stack', ['up', 'placement']));
+    }
+    await this.timed('stack up rabbitmq (2025.1, shared)', () => this.run('stack', ['up', 'rabbitmq']));
+    this.started.neutron = true;
+    await this.timed('neutron-stack up', () => this.run('neutron-stack', ['up']));
+    for (const h of opts.hosts ?? []) await this.timed(`host-up ${h}`, () => this.run('neutron-stack', ['host-up', h]));
+    this.adminToken = await this.token('admin', CLOUD_ADMIN_PASSWORD, 'admin');
+  }
+
+  /** Stops everything `up` started and removes the directory. Never throws. */
+  async down(): Promise<void> {
+    const quietly = (what: string, p: Promise<unknown>): Promise<unknown> => p.catch((e: Error) => this.log(`${what}: ${e.message}`));
+    if (this.started.neutron) await quietly('neutron-stack reset', this.run('neutron-stack', ['reset']));
+    if (this.started.placement) await quietly('placement down', this.run('keystone-stack', ['down', 'placement']));
+    if (this.started.keystone) await quietly('keystone down', this.run('keystone-stack', ['down', 'keystone']));
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  /** A project-scoped token for `user`. */
+  async token(user: string, password: string, project: string): Promise<string> {
+    const res = await fetch(`${this.keystoneUrl}/auth/tokens`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        auth: { identity: { methods: ['password'], password: { user: { name: user, domain: { id: 'default' }, password } } }, scope: { project: { name: project, domain: { id: 'default' } } } },
+      }),
+    });
+    const t = res.headers.get('x-subject-token');
+    if (res.status !== 201 || !t) throw new Error(`keystone: ${res.status} ${await res.text()}`);
+    return t;
+  }
+
+  /** The id of project `name`, as the admin sees it. */
+  async projectId(name: string): Promise<string> {
+    const res = await fetch(`${this.keystoneUrl}/projects?name=${encodeURIComponent(name)}`, { headers: { 'X-Auth-Token': this.adminToken } });
+    const body = (await res.json()) as { projects: Array<{ id: string }> };
+    const id = body.projects[0]?.id;
+    if (!id) throw new Error(`keystone: no project ${name}`);
+    return id;
+  }
+
+  /** One Neutron API request as the cloud's admin. */
+  async neutron(method: string, path: string, body?: unknown): Promise<NeutronReply> {
+    const res = await fetch(`${this.neutronUrl}/v2.0${path}`, {
+      method,
+      headers: { 'Content-Type': 'application/json', 'X-Auth-Token': this.adminToken },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+  }
+
+  /** A Neutron request that must answer one of `ok`; resolves the body's `key`. */
+  async must<T>(method: string, path: string, body: unknown, key: string, ok: readonly number[] = [200, 201]): Promise<T> {
+    const r = await this.neutron(method, path, body);
+    if (!ok.includes(r.status)) throw new Error(`neutron ${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body[key] as T;
+  }
+
+  private async timed<T>(what: string, f: () => Promise<T>): Promise<T> {
+    const t0 = Date.now();
+    const r = await f();
+    this.log(`${what}: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    return r;
+  }
+}

@@ -1,0 +1,162 @@
+// A server on a real Neutron network, end to end: an agent with the qemu driver on OVN chassis a
+// (scripts/neutron-stack: Neutron 2025.1, ML2/OVN, its own Open vSwitch in namespace ca-<host>)
+// builds an instance of the net guest with a requested network. Neutron's real notifier sends
+// network-vif-plugged to the catalog's compute endpoint, where a relay casts it to the agent as
+// nova-api would (test/helpers/event-relay.ts). The agent binds the port to its host, plugs the
+// tap into br-int as os-vif does, keeps QEMU paused until the event, and runs it: the guest's
+// console shows OVN's DHCP lease of exactly the port's address with the network's MTU, and a
+// "VM" namespace plugged on chassis b reaches it across geneve. Delete leaves no port, tap, OVS
+// port or allocation; a port that never goes up fails the build after vif_plugging_timeout with a
+// fault naming it, leaving nothing behind.
+//
+// It starts a private Keystone, the Placement behind it, Neutron and two hosts, and stops them all.
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Daemon } from '../../../agent/daemon';
+import { tapName } from '../../../model/network';
+import { agentSpec, startDaemon, type AgentSpec } from '../../helpers/agents';
+import { ControlPlane } from '../../helpers/control-plane';
+import { EventRelay } from '../../helpers/event-relay';
+import { buildNetGuest, leases } from '../../helpers/net-guest';
+import { CLOUD_SERVICE_PASSWORD, NeutronCloud, neutronUnavailable } from '../../helpers/neutron-cloud';
+import { PING } from '../../helpers/neutron-stack';
+import { describeWithQemu, reapLeftovers } from '../../helpers/qemu-hosts';
+import { waitUntil } from '../../helpers/wait';
+
+jest.setTimeout(900_000);
+const log = (line: string): boolean => process.stdout.write(`neutron-boot: ${line}\n`);
+
+const unavailable = neutronUnavailable();
+if (unavailable) log(`skipped: ${unavailable}`);
+const suite = unavailable ? describe.skip : describeWithQemu;
+
+const suffix = Math.random().toString(36).slice(2, 7);
+const HOST_A = `nb${suffix}a`;
+const HOST_B = `nb${suffix}b`;
+const FLAVOR = { name: 'net', vcpus: 1, memory_mb: 128, root_gb: 1, ephemeral_gb: 0, swap: 0, extra_specs: {} };
+
+interface Port {
+  id: string;
+  status: string;
+  mac_address: string;
+  device_owner: string;
+  fixed_ips: Array<{ ip_address: string }>;
+  'binding:host_id': string;
+}
+
+suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () => {
+  const exchange = `test-nb-${randomUUID().slice(0, 8)}`;
+  const cp = new ControlPlane(exchange);
+  const relay = new EventRelay((host, method, args) => cp.cast(host, method, args));
+  let cloud: NeutronCloud;
+  let spec: AgentSpec;
+  let daemon: Daemon | undefined;
+  let image = '';
+  let network = '';
+  let projectId = '';
+  let peerNs = '';
+
+  const ports = (device: string): Promise<Port[]> => cloud.must<Port[]>('GET', `/ports?device_id=${device}`, undefined, 'ports');
+  const consoleOf = (uuid: string): string => {
+    try {
+      return readFileSync(join(spec.dir, 'instances', uuid, 'console.log'), 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  const nsLinks = (host: string): string => execFileSync('ip', ['-n', `ca-${host}`, '-o', 'link', 'show'], { encoding: 'utf8' });
+
+  /** A namespace standing in for a VM on chassis `host`, on `network`, plugged as os-vif plugs; its address. */
+  async function peerOn(host: string): Promise<string> {
+    const port = await cloud.must<Port>('POST', '/ports', { port: { network_id: network, tenant_id: projectId, device_owner: 'compute:nova', device_id: randomUUID(), 'binding:host_id': host } }, 'port');
+    peerNs = `ca-${host}-peer`;
+    const dev = tapName(port.id);
+    const ip = (...args: string[]): string => execFileSync('ip', args, { encoding: 'utf8' });
+    ip('netns', 'add', peerNs);
+    ip('-n', peerNs, 'link', 'set', 'lo', 'up');
+    ip('link', 'add', dev, 'type', 'veth', 'peer', 'name', `pe${suffix}`);
+    ip('link', 'set', dev, 'netns', `ca-${host}`);
+    ip('link', 'set', `pe${suffix}`, 'netns', peerNs);
+    ip('-n', peerNs, 'link', 'set', `pe${suffix}`, 'name', 'eth0');
+    ip('-n', peerNs, 'link', 'set', 'eth0', 'address', port.mac_address, 'mtu', '1442', 'up');
+    ip('-n', peerNs, 'addr', 'add', `${port.fixed_ips[0]?.ip_address}/24`, 'dev', 'eth0');
+    ip('-n', `ca-${host}`, 'link', 'set', dev, 'up');
+    await cloud.inHost(host, 'ovs-vsctl', '--', '--may-exist', 'add-port', 'br-int', dev, '--', 'set', 'Interface', dev, `external_ids:iface-id=${port.id}`,
+      'external_ids:iface-status=active', `external_ids:attached-mac=${port.mac_address}`, `external_ids:vm-uuid=${port.id}`);
+    await waitUntil('the peer port is ACTIVE', async () => (await cloud.must<Port>('GET', `/ports/${port.id}`, undefined, 'port')).status === 'ACTIVE', 60_000);
+    return port.fixed_ips[0]?.ip_address ?? '';
+  }
+
+  beforeAll(async () => {
+    image = buildNetGuest().image;
+    await relay.start();
+    cloud = await NeutronCloud.create({ computePort: relay.port, log });
+    await cloud.up({ placement: true, hosts: [HOST_A, HOST_B] });
+    projectId = await cloud.projectId('service');
+    const net = await cloud.must<{ id: string; mtu: number }>('POST', '/networks', { network: { name: `nb-${suffix}`, tenant_id: projectId } }, 'network');
+    network = net.id;
+    await cloud.must('POST', '/subnets', { subnet: { network_id: network, tenant_id: projectId, ip_version: 4, cidr: '10.197.0.0/24' } }, 'subnet');
+    await cp.start();
+
+    spec = agentSpec(HOST_A, exchange);
+    const instances = join(spec.dir, 'instances');
+    mkdirSync(instances);
+    const conf = readFileSync(spec.file, 'utf8')
+      .replace(/^compute_driver = .*\n/m, '')
+      .replace('[DEFAULT]\n', `[DEFAULT]\ncompute_driver = qemu\ninstances_path = ${instances}\nvif_plugging_timeout = 120\n`)
+      .replace(
+        /^\[placement\]\nendpoint_override = .*\n/m,
+        `[placement]\nauth_type = password\nauth_url = ${cloud.keystoneUrl}\nusername = nova\npassword = ${CLOUD_SERVICE_PASSWORD}\nproject_name = service\n`,
+      )
+      .concat(`[qemu]\naccel = tcg\nshutdown_timeout = 1\ndestroy_timeout = 5\nnetwork_namespace = ca-${HOST_A}\n`)
+      .concat(`[os_vif_ovs]\novsdb_connection = ${cloud.ovsdb(HOST_A)}\ndatapath_type = netdev\n`);
+    writeFileSync(spec.file, conf, { mode: 0o600 });
+    daemon = await startDaemon(spec);
+  });
+
+  afterAll(async () => {
+    await daemon?.stop('test end');
+    if (spec) reapLeftovers(spec.dir);
+    if (peerNs) execFileSync('ip', ['netns', 'del', peerNs], { stdio: 'ignore' });
+    await cp.close();
+    await cloud?.down();
+    await relay.close();
+  });
+
+  test('the guest boots on the network: port bound and ACTIVE, DHCP lease of its address, reachable across geneve; delete leaves nothing', async () => {
+    const uuid = randomUUID();
+    relay.place(uuid, HOST_A);
+    const t0 = Date.now();
+    await cp.cast(HOST_A, 'build_and_run_instance', {
+      instance: { uuid, display_name: 'nb-guest', project_id: projectId, user_id: 'u', flavor: FLAVOR, image_ref: image },
+      requested_networks: [{ network_id: network }],
+    });
+    await cp.waitFor('instance.create.end', [uuid], 300_000);
+    log(`build cast to ACTIVE: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    const [port] = await ports(uuid);
+    expect(port).toMatchObject({ status: 'ACTIVE', 'binding:host_id': HOST_A, device_owner: 'compute:nova' });
+    const plugged = relay.eventsOf(uuid).filter((e) => e.name === 'network-vif-plugged');
+    expect(plugged).toEqual([expect.objectContaining({ tag: port?.id, status: 'completed' })]);
+    const tap = tapName(port?.id ?? '');
+    expect(nsLinks(HOST_A)).toContain(`${tap}:`);
+    expect((await cloud.inHost(HOST_A, 'ovs-vsctl', 'get', 'Interface', tap, 'external_ids:iface-id')).trim()).toBe(`"${port?.id}"`);
+
+    const address = port?.fixed_ips[0]?.ip_address ?? '';
+    await waitUntil('the guest prints its lease', () => Promise.resolve(leases(consoleOf(uuid)).length > 0), 120_000);
+    expect(leases(consoleOf(uuid))[0]).toMatchObject({ ip: address, prefix: 24, mtu: 1442, mac: port?.mac_address });
+
+    const peer = await peerOn(HOST_B);
+    const answered = Number(execFileSync('ip', ['netns', 'exec', peerNs, 'python3', '-c', PING, address, '5'], { encoding: 'utf8' }).trim());
+    log(`${answered}/5 echoes answered by the guest from chassis ${HOST_B} (${peer})`);
+    expect(answered).toBeGreaterThanOrEqual(3);
+
+    await cp.cast(HOST_A, 'terminate_instance', { instance: { uuid } });
+    await cp.waitFor('instance.delete.end', [uuid], 120_000);
+    expect(await ports(uuid)).toEqual([]);
+    expect((await cloud.neutron('GET', `/ports/${port?.id}`)).status).toBe(404);
+    expect(nsLinks(HOST_A)).not.toContain(`${tap}:`);
+    expect(await cloud.inHost(HOST_A, 'ovs-vsctl', 'list-ports', 'br-int')).not.toContain(tap);
+  });
+});
