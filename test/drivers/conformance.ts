@@ -7,12 +7,17 @@
  * and that move instructions balance and carry every allocation to inventory that holds it.
  * The Placement writes for each tree are checked by `describePlacementConformance`
  * (`placement-conformance.ts`, nock from the real exchanges); lifecycle methods are exercised by
- * each driver's own tests and the compute integration tests.
+ * each driver's own tests and the compute integration tests, except VIF plugging, checked here for
+ * drivers that say what they plugged (`ConformanceSubject.plugged`): spawn plugs, a rejecting
+ * `beforeRun` leaves nothing, destroy unplugs, attach/detach.
  */
 import { ProviderTree } from '../../model/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction, ProviderSnapshot } from '../../model/provider-types';
 import type { VirtDriver } from '../../virt-drivers/driver';
+import { VifTypeNotSupportedError } from '../../virt-drivers/net/errors';
 import { STANDARD_TRAITS } from '../../virt-drivers/traits';
+import type { InstanceSpec } from '../../virt-drivers/types';
+import { ovsVif } from '../helpers/vifs';
 import { checkMoves, checkProviderTree } from '../../virt-drivers/tree-checks';
 
 /** A change to the host (or the driver's configuration) that should reshape the tree. */
@@ -29,6 +34,8 @@ export interface ConformanceSubject {
   /** A fresh, uninitialised driver (and a fresh host state); called once per test. */
   make(): Promise<VirtDriver>;
   readonly scenarios?: readonly ReshapeScenario[];
+  /** The port ids the driver has plugged on its host now; given, the VIF cases run. */
+  readonly plugged?: (driver: VirtDriver) => readonly string[];
 }
 
 export const ROOT_UUID = '0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6';
@@ -143,6 +150,8 @@ export function describeDriverConformance(label: string, subject: ConformanceSub
       await driver.cleanupHost(node);
     });
 
+    if (subject.plugged) describeVifCases(subject, subject.plugged);
+
     for (const scenario of subject.scenarios ?? []) {
       test(`reshape: ${scenario.name}`, async () => {
         const first = await firstPass(subject);
@@ -163,5 +172,84 @@ export function describeDriverConformance(label: string, subject: ConformanceSub
         expect(checkMoves(t0.snapshot(), t1.snapshot(), moves, allocations)).toEqual([]);
       });
     }
+  });
+}
+
+const P1 = 'c0000001-0000-4000-8000-000000000001';
+const P2 = 'c0000002-0000-4000-8000-000000000002';
+
+function vifSpec(uuid: string, ports: readonly string[]): InstanceSpec {
+  return {
+    uuid,
+    name: `instance-${uuid.slice(0, 8)}`,
+    flavor: { name: 'tiny', vcpus: 1, memory_mb: 64, root_gb: 1, ephemeral_gb: 0, swap: 0, extra_specs: {} },
+    allocations: {},
+    network_info: ports.map((p, i) => ovsVif(p, `fa:16:3e:00:00:0${i + 1}`)),
+  };
+}
+
+/** The VIF-plugging contract (`VirtDriver.spawn`, `destroy`, `attachInterface`, `detachInterface`). */
+function describeVifCases(subject: ConformanceSubject, plugged: (d: VirtDriver) => readonly string[]): void {
+  const ready = async (): Promise<VirtDriver> => {
+    const d = await subject.make();
+    await d.init(subject.nodename);
+    await d.updateProviderTree(rootOnly(subject.nodename), subject.nodename);
+    return d;
+  };
+  const uuid = 'd0000001-0000-4000-8000-000000000001';
+  const ref = { uuid, name: '' };
+
+  test('VIFs: spawn plugs every VIF; beforeRun sees them plugged and the guest not running; destroy unplugs', async () => {
+    const d = await ready();
+    let during: unknown;
+    let pluggedDuring: readonly string[] = [];
+    await d.spawn(vifSpec(uuid, [P1, P2]), {
+      beforeRun: async () => {
+        during = (await d.getInfo(ref)).powerState;
+        pluggedDuring = [...plugged(d)];
+      },
+    });
+    expect(during).not.toBe('RUNNING');
+    expect([...pluggedDuring].sort()).toEqual([P1, P2]);
+    expect((await d.getInfo(ref)).powerState).toBe('RUNNING');
+    await d.destroy(ref);
+    expect(plugged(d)).toEqual([]);
+  });
+
+  test('VIFs: a rejecting beforeRun is rethrown unchanged and leaves no instance and nothing plugged', async () => {
+    const d = await ready();
+    const boom = new Error('vif plugging timed out');
+    await expect(d.spawn(vifSpec(uuid, [P1]), { beforeRun: () => Promise.reject(boom) })).rejects.toBe(boom);
+    expect(plugged(d)).toEqual([]);
+    expect((await d.listInstances()).map((i) => i.uuid)).not.toContain(uuid);
+  });
+
+  test('VIFs: a port whose binding failed fails the spawn with VifTypeNotSupportedError and leaves nothing', async () => {
+    const d = await ready();
+    const spec = vifSpec(uuid, [P1]);
+    const bad = { ...spec, network_info: [{ ...ovsVif(P2, 'fa:16:3e:00:00:09'), type: 'binding_failed' }] };
+    await expect(d.spawn(bad)).rejects.toThrow(VifTypeNotSupportedError);
+    expect(plugged(d)).toEqual([]);
+    expect((await d.listInstances()).map((i) => i.uuid)).not.toContain(uuid);
+  });
+
+  test('VIFs: attach and detach (both idempotent); plugVifs/unplugVifs without an instance', async () => {
+    const d = await ready();
+    await d.spawn(vifSpec(uuid, [P1]));
+    await d.attachInterface(ref, ovsVif(P2, 'fa:16:3e:00:00:02'));
+    await d.attachInterface(ref, ovsVif(P2, 'fa:16:3e:00:00:02'));
+    expect([...plugged(d)].sort()).toEqual([P1, P2]);
+    await d.detachInterface(ref, ovsVif(P1, 'fa:16:3e:00:00:01'));
+    await d.detachInterface(ref, ovsVif(P1, 'fa:16:3e:00:00:01'));
+    expect(plugged(d)).toEqual([P2]);
+    await d.destroy(ref);
+    expect(plugged(d)).toEqual([]);
+    const other = { uuid: 'd0000002-0000-4000-8000-000000000002', name: '' };
+    await d.plugVifs(other, [ovsVif(P1, 'fa:16:3e:00:00:01')]);
+    await d.plugVifs(other, [ovsVif(P1, 'fa:16:3e:00:00:01')]);
+    expect(plugged(d)).toEqual([P1]);
+    await d.unplugVifs(other, [ovsVif(P1, 'fa:16:3e:00:00:01')]);
+    await d.unplugVifs(other, [ovsVif(P1, 'fa:16:3e:00:00:01')]);
+    expect(plugged(d)).toEqual([]);
   });
 }

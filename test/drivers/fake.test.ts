@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { silentLogger } from '../../lib/logging/logger';
 import { systemClock } from '../../lib/clock';
 import { loadConfig } from '../../config/loader';
+import type { VirtDriver } from '../../virt-drivers/driver';
 import { FakeDriver } from '../../virt-drivers/fake/driver';
 import { ProcessExec } from '../../virt-drivers/host/exec';
 import { RootedHostFs } from '../../virt-drivers/host/host-fs';
@@ -27,8 +28,12 @@ function describeBoth(label: string, subject: ConformanceSubject): void {
   describePlacementConformance(label, subject);
 }
 
+/** What the fake driver has plugged (its `vifs` table). */
+const fakePlugged = (d: VirtDriver): string[] => [...(d as FakeDriver).vifs.plugged.keys()];
+
 describeBoth('fake on this machine', {
   nodename: 'conformance-host',
+  plugged: fakePlugged,
   make: async () => fakeOn({ COMPUTE_AGENT__DEFAULT__HOST: 'conformance-host', COMPUTE_AGENT__DEFAULT__STATE_PATH: '/nonexistent/state' }),
 });
 

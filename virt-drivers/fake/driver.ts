@@ -178,25 +178,11 @@ export class FakeDriver implements VirtDriver {
     await this.hypervisor.save();
   }
 
-  async plugVifs(instance: InstanceRef, vifs: NetworkInfo): Promise<void> {
-    await this.faults.before('plugVifs');
-    await this.nics.plugVifs(instance, vifs);
-  }
-
-  async unplugVifs(_instance: InstanceRef, vifs: NetworkInfo): Promise<void> {
-    await this.faults.before('unplugVifs');
-    await this.vifs.unplugAll(vifs);
-  }
-
-  async attachInterface(instance: InstanceRef, vif: Vif): Promise<void> {
-    await this.faults.before('attachInterface');
-    await this.nics.attach(instance, vif);
-  }
-
-  async detachInterface(instance: InstanceRef, vif: Vif): Promise<void> {
-    await this.faults.before('detachInterface');
-    await this.nics.detach(instance, vif);
-  }
+  // VIFs: `vifs.ts` (what is plugged, the instances' NIC lists).
+  async plugVifs(instance: InstanceRef, vifs: NetworkInfo): Promise<void> { await this.faults.before('plugVifs'); await this.nics.plugVifs(instance, vifs); }
+  async unplugVifs(_instance: InstanceRef, vifs: NetworkInfo): Promise<void> { await this.faults.before('unplugVifs'); await this.vifs.unplugAll(vifs); }
+  async attachInterface(instance: InstanceRef, vif: Vif): Promise<void> { await this.faults.before('attachInterface'); await this.nics.attach(instance, vif); }
+  async detachInterface(instance: InstanceRef, vif: Vif): Promise<void> { await this.faults.before('detachInterface'); await this.nics.detach(instance, vif); }
 
   async powerOff(instance: InstanceRef, _opts: PowerOffOptions = {}): Promise<void> {
     await this.faults.before('powerOff');

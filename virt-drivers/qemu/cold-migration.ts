@@ -18,7 +18,7 @@
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { DriverError, InstanceExistsError, InstanceNotFoundError, InstanceStateError } from '../errors';
 import type { Flavor, InstanceRef, InstanceSpec, MigrateDiskResult, MigrationRef } from '../types';
-import { checkSpec, newDefinition, type QemuHost } from './context';
+import { checkSpec, newDefinition, type QemuHost, unplugAllQuietly } from './context';
 import { fetchInstanceFiles } from './disk-transfer';
 import { MigrationDataError } from './errors';
 import { instanceDirs, instancePaths, readRecord, writeRecord, type InstanceRecord } from './instance-files';
@@ -142,6 +142,7 @@ export async function finishMigration(host: QemuHost, spec: InstanceSpec, migrat
         migration: null,
         process: null,
         lastExit: null,
+        vifs: spec.network_info ?? [],
       };
       await writeRecord(dirs.staging, rec);
       await rename(dirs.staging, dirs.active);
@@ -152,6 +153,7 @@ export async function finishMigration(host: QemuHost, spec: InstanceSpec, migrat
     } catch (e) {
       if (m) await host.table.stop(m, 0).catch(() => undefined);
       host.table.active.delete(spec.uuid);
+      if (m) await unplugAllQuietly(host, spec.uuid, spec.network_info ?? []);
       await rm(dirs.staging, { recursive: true, force: true });
       if (m) await rm(dirs.active, { recursive: true, force: true });
       throw e;

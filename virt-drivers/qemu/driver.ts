@@ -236,21 +236,11 @@ export class QemuDriver implements VirtDriver {
     return life.spawn(this.host, instance, opts.powerOn !== false, opts.beforeRun);
   }
 
-  async plugVifs(instance: InstanceRef, vifs: NetworkInfo): Promise<void> {
-    return nics.plugVifs(this.host, instance, vifs);
-  }
-
-  async unplugVifs(instance: InstanceRef, vifs: NetworkInfo): Promise<void> {
-    return nics.unplugVifs(this.host, instance, vifs);
-  }
-
-  async attachInterface(instance: InstanceRef, vif: Vif): Promise<void> {
-    return nics.attachInterface(this.host, instance, vif);
-  }
-
-  async detachInterface(instance: InstanceRef, vif: Vif): Promise<void> {
-    return nics.detachInterface(this.host, instance, vif);
-  }
+  // VIFs: `nics.ts` (plugging through `../net/`, hot plug over QMP).
+  async plugVifs(instance: InstanceRef, vifs: NetworkInfo): Promise<void> { return nics.plugVifs(this.host, instance, vifs); }
+  async unplugVifs(instance: InstanceRef, vifs: NetworkInfo): Promise<void> { return nics.unplugVifs(this.host, instance, vifs); }
+  async attachInterface(instance: InstanceRef, vif: Vif): Promise<void> { return nics.attachInterface(this.host, instance, vif); }
+  async detachInterface(instance: InstanceRef, vif: Vif): Promise<void> { return nics.detachInterface(this.host, instance, vif); }
 
   async destroy(instance: InstanceRef): Promise<void> {
     return life.destroy(this.host, instance);

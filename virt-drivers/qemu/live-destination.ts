@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { DriverError, InstanceExistsError, InstanceStateError, MigrationPreCheckError } from '../errors';
 import type { HostRef, InstanceRef, InstanceSpec, LiveMigrateData } from '../types';
 import { DISK_DRIVE_ID } from './cmdline';
-import { checkSpec, type QemuHost } from './context';
+import { checkSpec, type QemuHost, unplugAllQuietly } from './context';
 import { QmpCommandError } from './errors';
 import { instancePaths, writeRecord, type InstanceRecord } from './instance-files';
 import type { Managed } from './instances';
@@ -133,6 +133,7 @@ export async function preLiveMigration(host: QemuHost, spec: InstanceSpec, data:
         migration: null,
         process: null,
         lastExit: null,
+        vifs: spec.network_info ?? [], // the destination binding's VIFs, plugged before QEMU starts
       };
       await writeRecord(dir, rec);
       m = { rec, paths };
@@ -144,6 +145,7 @@ export async function preLiveMigration(host: QemuHost, spec: InstanceSpec, data:
     } catch (e) {
       if (m) await host.table.stop(m, 0).catch(() => undefined);
       host.table.active.delete(spec.uuid);
+      await unplugAllQuietly(host, spec.uuid, spec.network_info ?? []);
       await rm(dir, { recursive: true, force: true });
       throw e;
     }
@@ -174,6 +176,7 @@ export async function rollbackLiveMigrationAtDestination(host: QemuHost, ref: In
     if (!m || m.rec.task !== 'incoming') return;
     await host.table.stop(m, 0);
     host.table.active.delete(ref.uuid);
+    await unplugAllQuietly(host, ref.uuid, m.rec.vifs ?? []);
     await rm(m.paths.dir, { recursive: true, force: true });
     host.log.info({ instance: ref.uuid }, 'incoming live migration rolled back');
   });

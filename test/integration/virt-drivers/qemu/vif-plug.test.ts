@@ -18,7 +18,7 @@ const PORT = ['p1111111-aaaa-4aaa-8aaa-aaaaaaaaaaa1', 'p2222222-bbbb-4bbb-8bbb-b
 const MAC = ['fa:16:3e:00:00:01', 'fa:16:3e:00:00:02', 'fa:16:3e:00:00:03'] as const;
 const tap = (port: string): string => `tap${port}`.slice(0, 14);
 
-const describeIt = HAVE_OVS ? describeWithQemu : (name: string, fn: () => void): void => describe(name, () => test.skip('openvswitch-switch not installed or not root: apt-get install openvswitch-switch', () => undefined));
+const describeIt = HAVE_OVS ? describeWithQemu : (name: string, _fn: () => void): void => describe(name, () => test.skip('openvswitch-switch not installed or not root: apt-get install openvswitch-switch', () => undefined));
 
 describeIt('qemu driver: VIFs on a private userspace Open vSwitch in a network namespace', () => {
   let ovs: PrivateOvs;
