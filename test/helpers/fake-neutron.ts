@@ -126,7 +126,8 @@ export class FakeNeutron implements NeutronApi {
       [...this.ports.values()]
         .filter((p) =>
           Object.entries(filters).every(([k, v]) => {
-            const have = String((p as unknown as Record<string, unknown>)[k] ?? '');
+            const raw = (p as unknown as Record<string, unknown>)[k];
+            const have = typeof raw === 'string' || typeof raw === 'number' || typeof raw === 'boolean' ? String(raw) : '';
             return typeof v === 'string' ? have === v : v.includes(have);
           }),
         )
