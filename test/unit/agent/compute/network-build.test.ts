@@ -225,3 +225,52 @@ describe('delete and events of an instance with networks', () => {
     expect(host.manager.record(uuid)?.vm_state).toBe('active');
   });
 });
+
+describe('a build resumed after an interruption', () => {
+  /** An ACTIVE instance put back to `task` as a build interrupted there leaves it (the guest the first try made is still there). */
+  async function interrupted(task: 'networking' | 'spawning', timeoutS = 0) {
+    const s = await setup({ timeoutS });
+    const user = s.neutron.addPort(s.net);
+    const inst = instanceArgs();
+    const uuid = String(inst.uuid);
+    const args = { instance: inst, requested_networks: [{ network_id: s.net }, { port_id: user.id }] };
+    s.neutron.setStatus(user.id, 'ACTIVE');
+    const first = s.call('build_and_run_instance', args);
+    if (timeoutS > 0) {
+      await until(() => s.clock.sleeping === 1);
+      const created = [...s.neutron.ports.keys()].find((id) => id !== user.id) ?? '';
+      await s.event(uuid, 'network-vif-plugged', created);
+    }
+    await first;
+    const rec = s.host.manager.record(uuid);
+    if (!rec) throw new Error('no record');
+    await s.host.store.put('instance', uuid, { ...rec, vm_state: 'building', task_state: task, launched_at: null });
+    return { ...s, uuid, user, args, firstPort: rec.network_info?.[0]?.id ?? '' };
+  }
+
+  test('in networking: what the first try bound is given back, then bound anew; no stray port, the user port kept', async () => {
+    const { neutron, host, call, uuid, user, args, firstPort } = await interrupted('networking');
+    await call('build_and_run_instance', args);
+    const rec = host.manager.record(uuid);
+    expect(rec).toMatchObject({ vm_state: 'active', task_state: null });
+    expect(neutron.ports.has(firstPort)).toBe(false);
+    const mine = [...neutron.ports.values()].filter((p) => p.device_id === uuid);
+    expect(mine.map((p) => p.id).sort()).toEqual(rec?.network_info?.map((v) => v.id).sort());
+    expect(mine).toHaveLength(2);
+    expect(neutron.ports.get(user.id)).toMatchObject({ device_id: uuid, 'binding:host_id': HOST });
+    expect(await guests(host)).toEqual([uuid]);
+  });
+
+  test('in spawning with the guest there: it is started again and waits for its ports again', async () => {
+    const { clock, host, call, event, uuid, firstPort } = await interrupted('spawning', 300);
+    let done = false;
+    const again = call('build_and_run_instance', { instance: { uuid, display_name: 'x', project_id: 'proj-1', user_id: 'user-1', flavor: host.manager.record(uuid)?.flavor } }).then(() => (done = true));
+    await until(() => clock.sleeping === 1, 'the wait of the restarted spawn');
+    expect(await guests(host)).toEqual([]);
+    expect(done).toBe(false);
+    await event(uuid, 'network-vif-plugged', firstPort);
+    await again;
+    expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'active' });
+    expect(await guests(host)).toEqual([uuid]);
+  });
+});
