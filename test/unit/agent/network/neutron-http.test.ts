@@ -3,7 +3,7 @@
 import nock from 'nock';
 import type { Clock } from '../../../../lib/clock';
 import type { AuthProvider } from '../../../../tracker/placement/auth';
-import { NodeHttpTransport } from '../../../../tracker/placement/transport';
+import { NodeHttpTransport, TransportError, type HttpTransport } from '../../../../tracker/placement/transport';
 import { NeutronHttpClient } from '../../../../agent/network/neutron-http';
 import {
   NetworkRequestError,
@@ -74,7 +74,10 @@ function client(retries = 2): { c: NeutronHttpClient; auth: CountingAuth; clock:
 }
 
 beforeAll(() => nock.disableNetConnect());
-afterEach(() => nock.cleanAll());
+afterEach(() => {
+  nock.cleanAll();
+  nock.disableNetConnect();
+});
 afterAll(() => {
   nock.enableNetConnect();
   nock.restore();
@@ -192,21 +195,29 @@ describe('NeutronHttpClient: retries', () => {
   });
 
   test('a refused connection is retried, then NeutronUnavailableError with the cause', async () => {
-    const { c, routes } = client(1);
-    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9696'), { code: 'ECONNREFUSED' });
-    nock(BASE).get('/v2.0/extensions').times(2).replyWithError(refused);
+    // A real refusal: nothing listens on 127.0.0.1:1.
+    nock.enableNetConnect('127.0.0.1');
+    const routes: string[] = [];
+    const auth: AuthProvider = { token: () => Promise.resolve('t'), endpoint: () => Promise.resolve('http://127.0.0.1:1'), invalidate: () => undefined };
+    const c = new NeutronHttpClient({ auth, transport: new NodeHttpTransport({ timeoutMs: 5000 }), retries: 2, clock: new FakeClock(), onRequest: (m, r) => routes.push(`${m} ${r}`) });
     const err = await c.extensions().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NeutronUnavailableError);
-    expect((err as Error).message).toMatch(/ECONNREFUSED/);
-    expect(routes).toHaveLength(2);
+    expect((err as Error).message).toMatch(/GET \/v2.0\/extensions: Neutron unavailable: .*ECONNREFUSED/);
+    expect((err as Error).cause).toBeInstanceOf(TransportError);
+    expect(routes).toHaveLength(3);
   });
 
-  test('a refused connection then an answer succeeds', async () => {
-    const { c } = client(1);
-    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9696'), { code: 'ECONNREFUSED' });
-    nock(BASE).get('/v2.0/extensions').replyWithError(refused);
-    nock(BASE).get('/v2.0/extensions').reply(200, { extensions: [] });
+  test('a refused connection then an answer succeeds; a create that got no answer is sent again', async () => {
+    nock.enableNetConnect('127.0.0.1');
+    // The first request of each call goes to a closed port, the next to the nock'd Neutron.
+    let sent = 0;
+    const real = new NodeHttpTransport({ timeoutMs: 5000 });
+    const transport: HttpTransport = { send: (req) => real.send(sent++ % 2 === 0 ? { ...req, url: req.url.replace(BASE, 'http://127.0.0.1:1') } : req) };
+    const c = new NeutronHttpClient({ auth: new CountingAuth(), transport, retries: 1, clock: new FakeClock() });
+    nock(BASE).get('/v2.0/extensions').reply(200, { extensions: [] }).post('/v2.0/ports').reply(201, { port: portBody() });
     expect((await c.extensions()).size).toBe(0);
+    expect((await c.createPort({ network_id: NET_ID })).id).toBe(PORT_ID);
+    expect(sent).toBe(4);
   });
 
   test('POST /v2.0/ports is not retried on a 5xx (it may have created the port)', async () => {
