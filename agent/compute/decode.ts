@@ -99,13 +99,26 @@ export type UnplacedMigration = Omit<DecodedMigration, 'dest_compute'> & { reado
 /** A decoder from a zod schema; issues at the value's root are the expected form itself, so only deeper ones are named. */
 export function fromSchema<T, O>(expected: string, schema: z.ZodType<T>, normalize: (v: T) => O): ArgDecoder<O> {
   return arg.from(expected, (v) => {
-    const r = schema.safeParse(unwrap(v));
+    const input = unwrap(v);
+    const r = schema.safeParse(input);
     if (r.success) return normalize(r.data);
+    // zod 4 leaves `input` out of its issues (unless asked to report it), so whether a field is
+    // missing or of the wrong type is read from the value itself.
     const issues: ArgIssue[] = r.error.issues
       .filter((i) => i.path.length > 0)
-      .map((i) => ({ path: i.path.map((p) => (typeof p === 'symbol' ? String(p) : p)), problem: i.code === 'invalid_type' && i.input === undefined ? 'missing' : i.message }));
+      .map((i) => ({ path: i.path.map((p) => (typeof p === 'symbol' ? String(p) : p)), problem: i.code === 'invalid_type' && valueAt(input, i.path) === undefined ? 'missing' : i.message }));
     return arg.refuse(issues);
   });
+}
+
+/** The value at `path` inside `v` (undefined where the path leads nowhere). */
+function valueAt(v: unknown, path: readonly PropertyKey[]): unknown {
+  let cur = v;
+  for (const k of path) {
+    if (typeof cur !== 'object' || cur === null) return undefined;
+    cur = (cur as Record<PropertyKey, unknown>)[k];
+  }
+  return cur;
 }
 
 const same = <T>(v: T): T => v;

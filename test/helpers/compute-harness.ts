@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { silentLogger, type Logger } from '../../lib/logging/logger';
 import { systemClock } from '../../lib/clock';
-import { ComputeManager } from '../../agent/compute/manager';
+import { ComputeManager, type ManagerDeps } from '../../agent/compute/manager';
 import { computeMethods } from '../../agent/compute/methods';
 import { bindMethod, type BoundMethod, type ComputeMethod } from '../../agent/compute/method-table';
 import { MemoryNotifier, type ComputePeers, type RecordStore, type RequestContext } from '../../agent/compute/ports';
@@ -121,7 +121,10 @@ export interface HarnessHost {
   readonly notifier: MemoryNotifier;
 }
 
-export async function makeHost(name: string, api: PlacementApi, peers: InProcessPeers, logger: Logger = silentLogger(), controlPlane?: ControlPlane): Promise<HarnessHost> {
+/** What a test may add to a host's manager: a Neutron (a `NetworkService` over a fake), the vif plugging options, the clock of event waits. */
+export type HostExtras = Partial<Pick<ManagerDeps, 'network' | 'vifPlugging' | 'clock'>>;
+
+export async function makeHost(name: string, api: PlacementApi, peers: InProcessPeers, logger: Logger = silentLogger(), controlPlane?: ControlPlane, extras: HostExtras = {}): Promise<HarnessHost> {
   const dir = mkdtempSync(join(tmpdir(), `ca-${name}-`));
   const hostFile = join(dir, 'host.json');
   writeFileSync(hostFile, JSON.stringify(HOST_FILE));
@@ -137,7 +140,7 @@ export async function makeHost(name: string, api: PlacementApi, peers: InProcess
   await tracker.updateFromDriver();
   const store = new MemoryStore();
   const notifier = new MemoryNotifier();
-  const manager = new ComputeManager({ host: name, driver, claims: tracker.claims, store, peers, notifier, logger, ...(controlPlane ? { controlPlane } : {}) });
+  const manager = new ComputeManager({ host: name, driver, claims: tracker.claims, store, peers, notifier, logger, ...(controlPlane ? { controlPlane } : {}), ...extras });
   peers.register(name, computeMethods(manager));
   return { name, rootUuid, driver, tracker, manager, store, notifier };
 }

@@ -22,6 +22,8 @@ export interface ConductorCall {
   readonly changes?: readonly string[];
   readonly args?: readonly unknown[];
   readonly kwargs?: Readonly<Record<string, unknown>>;
+  /** Object calls: the object's `nova_object.data` as sent. */
+  readonly data?: Readonly<Record<string, unknown>>;
   readonly ctx: RpcContext;
   /** The bound the caller set on this call's wait for a reply, if any. */
   readonly timeoutMs?: number;
@@ -52,6 +54,10 @@ export class FakeConductor implements Conductor {
   readonly migrations = new Map<string, Data>();
   /** InstanceFault rows, in the order created. */
   readonly faults: Data[] = [];
+  /** VirtualInterface rows (not deleted), in the order created. */
+  readonly virtualInterfaces: Data[] = [];
+  /** InstanceInfoCache.network_info by instance uuid, as saved (nova's JSON string). */
+  readonly infoCaches = new Map<string, unknown>();
   private nextId = 1;
 
   constructor(o: FakeConductorOptions = {}) {
@@ -101,6 +107,11 @@ export class FakeConductor implements Conductor {
       if (!n) return Promise.reject(new ConductorError('ComputeHostNotFound', `${objname}.${method}`, `Compute host ${String(args[0])} could not be found.`));
       return Promise.resolve(prim('ComputeNode', n));
     }
+    if (objname === 'VirtualInterface' && method === 'delete_by_instance_uuid') {
+      const keep = this.virtualInterfaces.filter((v) => v.instance_uuid !== args[0]);
+      this.virtualInterfaces.splice(0, this.virtualInterfaces.length, ...keep);
+      return Promise.resolve(null);
+    }
     if (method === 'get_by_uuid' && (objname === 'Instance' || objname === 'Migration')) {
       const r = (objname === 'Instance' ? this.instances : this.migrations).get(String(args[0]));
       if (!r) return Promise.reject(new ConductorError(`${objname}NotFound`, `${objname}.${method}`, 'no such row'));
@@ -112,14 +123,20 @@ export class FakeConductor implements Conductor {
   objectAction(ctx: RpcContext, objinst: Readonly<Record<string, unknown>>, method: string, _args: readonly unknown[] = [], kwargs: Readonly<Record<string, unknown>> = {}, bound: CallBound = {}): Promise<ObjectActionReply> {
     const name = String(objinst['nova_object.name']);
     const changes = (objinst['nova_object.changes'] as string[] | undefined) ?? [];
-    this.calls.push({ kind: 'object', what: `${name}.${method}`, changes, kwargs, ctx, timeoutMs: bound.timeoutMs });
     const data = dataOf(objinst);
+    this.calls.push({ kind: 'object', what: `${name}.${method}`, changes, kwargs, data: { ...data }, ctx, timeoutMs: bound.timeoutMs });
     const changed: Data = Object.fromEntries(changes.map((k) => [k, data[k]]));
+    // nova's InstanceInfoCache.save writes the changed network_info of the instance's cache row.
+    if (name === 'InstanceInfoCache' && method === 'save') {
+      if (changes.includes('network_info')) this.infoCaches.set(String(data.instance_uuid), data.network_info);
+      return Promise.resolve({ updates: {}, result: null });
+    }
     if (method === 'create') {
       const row: Data = { ...changed, id: this.nextId++, uuid: changed.uuid ?? randomUUID() };
       if (name === 'Service') this.services.set(`${String(row.host)}/${String(row.binary)}`, row);
       if (name === 'ComputeNode') this.nodes.set(`${String(row.host)}/${String(row.hypervisor_hostname)}`, row);
       if (name === 'InstanceFault') this.faults.push(row);
+      if (name === 'VirtualInterface') this.virtualInterfaces.push(row);
       return Promise.resolve({ updates: row, result: null });
     }
     const table = { Service: [...this.services.values()], ComputeNode: [...this.nodes.values()], Instance: [...this.instances.values()], Migration: [...this.migrations.values()] }[name] ?? [];
