@@ -56,8 +56,13 @@ export class EventRelay {
     return this;
   }
 
+  /** Stops listening and drops the connections Neutron's notifier keeps open. */
   async close(): Promise<void> {
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+    const server = this.server;
+    if (!server) return;
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeAllConnections();
+    await closed;
   }
 
   private async answer(method: string, url: string, text: string): Promise<{ status: number; body: unknown }> {
@@ -72,11 +77,16 @@ export class EventRelay {
       byHost.set(host, [...(byHost.get(host) ?? []), e]);
       return { ...e, code: 200, status: e.status ?? 'completed' };
     });
-    for (const [host, evs] of byHost) {
-      await this.cast(host, 'external_instance_event', {
-        instances: [...new Set(evs.map((e) => e.server_uuid))].map((uuid) => ({ uuid })),
-        events: evs.map((e) => ({ instance_uuid: e.server_uuid, name: e.name, status: e.status ?? 'completed', tag: e.tag ?? null })),
-      });
+    try {
+      for (const [host, evs] of byHost) {
+        await this.cast(host, 'external_instance_event', {
+          instances: [...new Set(evs.map((e) => e.server_uuid))].map((uuid) => ({ uuid })),
+          events: evs.map((e) => ({ instance_uuid: e.server_uuid, name: e.name, status: e.status ?? 'completed', tag: e.tag ?? null })),
+        });
+      }
+    } catch (e) {
+      // nova-api answers 500 when it cannot cast; Neutron's notifier logs it and drops the batch.
+      return { status: 500, body: { computeFault: { message: (e as Error).message } } };
     }
     return { status: answered.some((a) => a.code === 200) ? 200 : 404, body: { events: answered } };
   }

@@ -120,9 +120,9 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
     await daemon?.stop('test end');
     if (spec) reapLeftovers(spec.dir);
     if (peerNs) execFileSync('ip', ['netns', 'del', peerNs], { stdio: 'ignore' });
+    await relay.close();
     await cp.close();
     await cloud?.down();
-    await relay.close();
   });
 
   test('the guest boots on the network: port bound and ACTIVE, DHCP lease of its address, reachable across geneve; delete leaves nothing', async () => {
@@ -137,8 +137,10 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
     log(`build cast to ACTIVE: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     const [port] = await ports(uuid);
     expect(port).toMatchObject({ status: 'ACTIVE', 'binding:host_id': HOST_A, device_owner: 'compute:nova' });
+    // ML2/OVN may report the port up more than once (the LSP's up, then the port's status).
     const plugged = relay.eventsOf(uuid).filter((e) => e.name === 'network-vif-plugged');
-    expect(plugged).toEqual([expect.objectContaining({ tag: port?.id, status: 'completed' })]);
+    expect(plugged.length).toBeGreaterThanOrEqual(1);
+    expect(plugged.every((e) => e.tag === port?.id && e.status === 'completed')).toBe(true);
     const tap = tapName(port?.id ?? '');
     expect(nsLinks(HOST_A)).toContain(`${tap}:`);
     expect((await cloud.inHost(HOST_A, 'ovs-vsctl', 'get', 'Interface', tap, 'external_ids:iface-id')).trim()).toBe(`"${port?.id}"`);
