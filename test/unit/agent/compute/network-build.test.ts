@@ -38,7 +38,8 @@ const until = async (cond: () => boolean, what = 'condition'): Promise<void> => 
   if (!cond()) throw new Error(`${what} not reached`);
 };
 
-const guests = async (h: HarnessHost): Promise<string[]> => (await h.driver.listInstances()).map((i) => i.uuid);
+/** Guests that run (or ran): a guest held PAUSED for its ports' events has not run yet. */
+const guests = async (h: HarnessHost): Promise<string[]> => (await h.driver.listInstances()).filter((i) => i.powerState !== 'PAUSED').map((i) => i.uuid);
 /** Ports that still belong to `uuid` in Neutron, or are bound to a host. */
 const held = (n: FakeNeutron, uuid: string): string[] => [...n.ports.values()].filter((p) => p.device_id === uuid || p['binding:host_id'] !== '').map((p) => p.id);
 
@@ -57,7 +58,7 @@ describe('build with a network', () => {
     expect(port).toMatchObject({ device_id: uuid, device_owner: 'compute:nova', 'binding:host_id': HOST, 'binding:vif_type': 'ovs', tenant_id: 'proj-1' });
     expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'building', task_state: 'spawning' });
     expect(host.manager.record(uuid)?.network_info?.map((v) => v.id)).toEqual([port.id]);
-    // Held before the guest runs: the fake driver has not created it.
+    // Held before the guest runs: the fake driver keeps it PAUSED.
     expect(await guests(host)).toEqual([]);
 
     // An event for another port, or for the port but another name, does not release it.
