@@ -93,6 +93,10 @@ export class NetworkFlows {
   async release(rec: InstanceRecord | undefined, uuid: string, ctx: RequestContext): Promise<void> {
     if (!this.o.network.configured) return;
     const hadNetwork = (rec?.network_info?.length ?? 0) > 0 || (rec?.preserved_ports?.length ?? 0) > 0;
+    // A build that allocated no network (`none`) bound nothing: Neutron need not be asked, and an
+    // outage of it must not keep such an instance from being deleted. Without a record, or before
+    // the allocation finished, the instance's ports are looked up.
+    if (rec?.network_info && !hadNetwork) return;
     const preserved = new Set([...(rec?.preserved_ports ?? []), ...(rec?.network_info ?? []).filter((v) => v.preserve_on_delete).map((v) => v.id)]);
     await this.o.network.deallocate(uuid, preserved);
     if (rec) rec.network_info = [];

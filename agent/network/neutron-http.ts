@@ -4,9 +4,11 @@
  *
  * Retries: a request that got no answer or a 5xx is sent again up to `[neutron] http_retries`
  * times with backoff (nova retries the same way); every Neutron call the agent makes is safe to
- * repeat except `POST /v2.0/ports`, which could create a second port, so a create is retried only
- * when no answer came at all and the flow removes strays by `device_id` (`network-api.ts`). A 401
- * is retried once with a fresh token. Every other status is classified once (`errors.ts`).
+ * repeat except the POSTs, which could create a second port or binding, so those are sent again
+ * only when the connection was refused (the request never left). A failed build gives back every
+ * port carrying the instance's `device_id` (`network-api.ts`), so a port made by a POST whose answer
+ * was lost does not stay. A 401 is retried once with a fresh token. Every other status is
+ * classified once (`errors.ts`).
  */
 import { backoffDelay } from '../../lib/backoff';
 import { systemClock, type Clock } from '../../lib/clock';
@@ -38,6 +40,8 @@ export interface NeutronHttpOptions {
 }
 
 const UUIDISH = /^[A-Za-z0-9_.:-]{1,255}$/;
+/** Transport failures where the request never left: safe to send again whatever it was. */
+const NOT_SENT = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
 
 export class NeutronHttpClient implements NeutronApi {
   private readonly clock: Clock;
@@ -144,8 +148,10 @@ export class NeutronHttpClient implements NeutronApi {
       } catch (e) {
         if (!(e instanceof TransportError)) throw e;
         failure = e.message;
-        // A create that got no answer may have been made: retrying it is the caller's to clean up.
-        if (attempt < this.o.retries) {
+        // A request that may have reached Neutron (a timeout, a reset) is sent again only when
+        // repeating it is harmless: a second POST would make a second port.
+        const resend = (opts.idempotent ?? true) || NOT_SENT.has(e.code);
+        if (resend && attempt < this.o.retries) {
           await this.backoff(attempt);
           continue;
         }

@@ -201,6 +201,19 @@ describe('delete and events of an instance with networks', () => {
     expect(mock.consumers.has(uuid)).toBe(false);
   });
 
+  test('a server built without networks is deleted while Neutron is down: Neutron is not asked', async () => {
+    const { mock, neutron, host, call } = await setup();
+    const uuid = randomUUID();
+    await call('build_and_run_instance', { instance: instanceArgs(uuid), requested_networks: [{ network_id: 'none' }] });
+    expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'active', network_info: [] });
+    neutron.down = true;
+    const before = neutron.calls.length;
+    await call('terminate_instance', { instance: { uuid } });
+    expect(host.manager.record(uuid)).toBeUndefined();
+    expect(mock.consumers.has(uuid)).toBe(false);
+    expect(neutron.calls.length).toBe(before);
+  });
+
   test('network-changed re-reads the ports into record.network_info', async () => {
     const { neutron, host, event, uuid } = await active();
     const portId = host.manager.record(uuid)?.network_info?.[0]?.id ?? '';

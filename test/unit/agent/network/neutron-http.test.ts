@@ -220,6 +220,21 @@ describe('NeutronHttpClient: retries', () => {
     expect(sent).toBe(4);
   });
 
+  test('POST /v2.0/ports whose request may have arrived (a timeout) is not sent again; a GET is', async () => {
+    let sent = 0;
+    const transport: HttpTransport = {
+      send: () => {
+        sent++;
+        return Promise.reject(new TransportError('timeout of 30000 ms exceeded', 'ETIMEDOUT'));
+      },
+    };
+    const c = new NeutronHttpClient({ auth: new CountingAuth(), transport, retries: 2, clock: new FakeClock() });
+    await expect(c.createPort({ network_id: NET_ID })).rejects.toThrow(/POST \/v2.0\/ports: Neutron unavailable: timeout/);
+    expect(sent).toBe(1);
+    await expect(c.getPort(PORT_ID)).rejects.toBeInstanceOf(NeutronUnavailableError);
+    expect(sent).toBe(4);
+  });
+
   test('POST /v2.0/ports is not retried on a 5xx (it may have created the port)', async () => {
     const { c, routes, clock } = client(3);
     const scope = nock(BASE).post('/v2.0/ports').reply(500, { NeutronError: { type: 'HTTPInternalServerError', message: 'boom' } });
