@@ -16,7 +16,8 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Daemon } from '../../../agent/daemon';
 import { tapName } from '../../../model/network';
-import { agentSpec, startDaemon, type AgentSpec } from '../../helpers/agents';
+import { agentConfig, agentSpec, startDaemon, type AgentSpec } from '../../helpers/agents';
+import { placementFromConfig } from '../../../tracker/placement/factory';
 import { ControlPlane } from '../../helpers/control-plane';
 import { EventRelay } from '../../helpers/event-relay';
 import { buildNetGuest, leases } from '../../helpers/net-guest';
@@ -36,6 +37,8 @@ const suffix = Math.random().toString(36).slice(2, 7);
 const HOST_A = `nb${suffix}a`;
 const HOST_B = `nb${suffix}b`;
 const FLAVOR = { name: 'net', vcpus: 1, memory_mb: 128, root_gb: 1, ephemeral_gb: 0, swap: 0, extra_specs: {} };
+/** `vif_plugging_timeout` of the test's agents: the happy path takes under 10 s here. */
+const VIF_TIMEOUT_S = 20;
 
 interface Port {
   id: string;
@@ -53,15 +56,17 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
   let cloud: NeutronCloud;
   let spec: AgentSpec;
   let daemon: Daemon | undefined;
+  let specB: AgentSpec;
+  let daemonB: Daemon | undefined;
   let image = '';
   let network = '';
   let projectId = '';
   let peerNs = '';
 
   const ports = (device: string): Promise<Port[]> => cloud.must<Port[]>('GET', `/ports?device_id=${device}`, undefined, 'ports');
-  const consoleOf = (uuid: string): string => {
+  const consoleOf = (uuid: string, on: AgentSpec = spec): string => {
     try {
-      return readFileSync(join(spec.dir, 'instances', uuid, 'console.log'), 'utf8');
+      return readFileSync(join(on.dir, 'instances', uuid, 'console.log'), 'utf8');
     } catch {
       return '';
     }
@@ -89,6 +94,41 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
     return port.fixed_ips[0]?.ip_address ?? '';
   }
 
+  /** A qemu agent on chassis `host`: its OVS, its namespace, the cloud's Keystone; events waited for 20 s. */
+  function qemuAgent(host: string, fatal: boolean): AgentSpec {
+    const s = agentSpec(host, exchange);
+    const instances = join(s.dir, 'instances');
+    mkdirSync(instances);
+    const conf = readFileSync(s.file, 'utf8')
+      .replace(/^compute_driver = .*\n/m, '')
+      .replace('[DEFAULT]\n', `[DEFAULT]\ncompute_driver = qemu\ninstances_path = ${instances}\nvif_plugging_timeout = ${VIF_TIMEOUT_S}\nvif_plugging_is_fatal = ${fatal}\n`)
+      .replace(
+        /^\[placement\]\nendpoint_override = .*\n/m,
+        `[placement]\nauth_type = password\nauth_url = ${cloud.keystoneUrl}\nusername = nova\npassword = ${CLOUD_SERVICE_PASSWORD}\nproject_name = service\n`,
+      )
+      .concat(`[qemu]\naccel = tcg\nshutdown_timeout = 1\ndestroy_timeout = 5\nnetwork_namespace = ca-${host}\n`)
+      .concat(`[os_vif_ovs]\novsdb_connection = ${cloud.ovsdb(host)}\ndatapath_type = netdev\n`);
+    writeFileSync(s.file, conf, { mode: 0o600 });
+    return s;
+  }
+
+  /** Stops `host`'s ovn-controller as a crash would (SIGKILL): its chassis stays registered, so ports still bind, but none goes up. */
+  function killOvnController(host: string): void {
+    const pid = Number(readFileSync(join(cloud.neutronDir, 'hosts', host, 'ovn-controller.pid'), 'utf8').trim());
+    process.kill(pid, 'SIGKILL');
+  }
+
+  /** Builds the net guest on `host` with a port on the test network; the instance's uuid. */
+  async function build(host: string): Promise<string> {
+    const uuid = randomUUID();
+    relay.place(uuid, host);
+    await cp.cast(host, 'build_and_run_instance', {
+      instance: { uuid, display_name: `nb-${uuid.slice(0, 6)}`, project_id: projectId, user_id: 'u', flavor: FLAVOR, image_ref: image },
+      requested_networks: [{ network_id: network }],
+    });
+    return uuid;
+  }
+
   beforeAll(async () => {
     image = buildNetGuest().image;
     await relay.start();
@@ -100,25 +140,17 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
     await cloud.must('POST', '/subnets', { subnet: { network_id: network, tenant_id: projectId, ip_version: 4, cidr: '10.197.0.0/24' } }, 'subnet');
     await cp.start();
 
-    spec = agentSpec(HOST_A, exchange);
-    const instances = join(spec.dir, 'instances');
-    mkdirSync(instances);
-    const conf = readFileSync(spec.file, 'utf8')
-      .replace(/^compute_driver = .*\n/m, '')
-      .replace('[DEFAULT]\n', `[DEFAULT]\ncompute_driver = qemu\ninstances_path = ${instances}\nvif_plugging_timeout = 120\n`)
-      .replace(
-        /^\[placement\]\nendpoint_override = .*\n/m,
-        `[placement]\nauth_type = password\nauth_url = ${cloud.keystoneUrl}\nusername = nova\npassword = ${CLOUD_SERVICE_PASSWORD}\nproject_name = service\n`,
-      )
-      .concat(`[qemu]\naccel = tcg\nshutdown_timeout = 1\ndestroy_timeout = 5\nnetwork_namespace = ca-${HOST_A}\n`)
-      .concat(`[os_vif_ovs]\novsdb_connection = ${cloud.ovsdb(HOST_A)}\ndatapath_type = netdev\n`);
-    writeFileSync(spec.file, conf, { mode: 0o600 });
+    spec = qemuAgent(HOST_A, true);
+    specB = qemuAgent(HOST_B, false);
     daemon = await startDaemon(spec);
+    daemonB = await startDaemon(specB);
   });
 
   afterAll(async () => {
     await daemon?.stop('test end');
+    await daemonB?.stop('test end');
     if (spec) reapLeftovers(spec.dir);
+    if (specB) reapLeftovers(specB.dir);
     if (peerNs) execFileSync('ip', ['netns', 'del', peerNs], { stdio: 'ignore' });
     await relay.close();
     await cp.close();
@@ -126,13 +158,8 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
   });
 
   test('the guest boots on the network: port bound and ACTIVE, DHCP lease of its address, reachable across geneve; delete leaves nothing', async () => {
-    const uuid = randomUUID();
-    relay.place(uuid, HOST_A);
     const t0 = Date.now();
-    await cp.cast(HOST_A, 'build_and_run_instance', {
-      instance: { uuid, display_name: 'nb-guest', project_id: projectId, user_id: 'u', flavor: FLAVOR, image_ref: image },
-      requested_networks: [{ network_id: network }],
-    });
+    const uuid = await build(HOST_A);
     await cp.waitFor('instance.create.end', [uuid], 300_000);
     log(`build cast to ACTIVE: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     const [port] = await ports(uuid);
@@ -161,4 +188,45 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
     expect(nsLinks(HOST_A)).not.toContain(`${tap}:`);
     expect(await cloud.inHost(HOST_A, 'ovs-vsctl', 'list-ports', 'br-int')).not.toContain(tap);
   });
+  test("no network-vif-plugged (ovn-controller dead): ERROR after vif_plugging_timeout with a fault naming the port; no port, tap, OVS port or allocation left", async () => {
+    killOvnController(HOST_A);
+    try {
+      const t0 = Date.now();
+      const uuid = await build(HOST_A);
+      await cp.waitFor('instance.create.error', [uuid], 120_000);
+      log(`build to ERROR without the event: ${((Date.now() - t0) / 1000).toFixed(1)} s (vif_plugging_timeout ${VIF_TIMEOUT_S} s)`);
+      const rec = daemon?.compute?.record(uuid);
+      expect(rec).toMatchObject({ vm_state: 'error', task_state: null });
+      expect(rec?.fault).toMatch(new RegExp(`no network-vif-plugged from Neutron within ${VIF_TIMEOUT_S} s for port [0-9a-f-]{36} of instance ${uuid}`));
+      const portId = /for port ([0-9a-f-]{36})/.exec(rec?.fault ?? '')?.[1] ?? '';
+      expect((await cloud.neutron('GET', `/ports/${portId}`)).status).toBe(404);
+      expect(await ports(uuid)).toEqual([]);
+      expect(nsLinks(HOST_A)).not.toContain(`${tapName(portId)}:`);
+      expect(await cloud.inHost(HOST_A, 'ovs-vsctl', 'list-ports', 'br-int')).not.toContain(tapName(portId));
+      expect(await placementFromConfig(agentConfig(spec)).consumerAllocations(uuid)).toMatchObject({ allocations: {} });
+    } finally {
+      await cloud.run('neutron-stack', ['host-up', HOST_A]);
+    }
+  });
+
+  test('vif_plugging_is_fatal = false: the guest runs after the timeout, and takes its lease once the chassis wires the port', async () => {
+    killOvnController(HOST_B);
+    let uuid = '';
+    try {
+      uuid = await build(HOST_B);
+      await cp.waitFor('instance.create.end', [uuid], 120_000);
+      const [port] = await ports(uuid);
+      expect(port?.status).toBe('DOWN');
+    } finally {
+      await cloud.run('neutron-stack', ['host-up', HOST_B]);
+    }
+    const [port] = await ports(uuid);
+    await waitUntil('the port goes ACTIVE once ovn-controller is back', async () => (await ports(uuid))[0]?.status === 'ACTIVE', 60_000);
+    await waitUntil('the guest prints its lease', () => Promise.resolve(leases(consoleOf(uuid, specB)).length > 0), 120_000);
+    expect(leases(consoleOf(uuid, specB))[0]).toMatchObject({ ip: port?.fixed_ips[0]?.ip_address, mtu: 1442 });
+    await cp.cast(HOST_B, 'terminate_instance', { instance: { uuid } });
+    await cp.waitFor('instance.delete.end', [uuid], 120_000);
+    expect(await ports(uuid)).toEqual([]);
+  });
 });
+
