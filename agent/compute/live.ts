@@ -10,6 +10,8 @@
  *   on failure: the source moves the allocations back in one POST and casts
  *               rollback_live_migration_at_destination; the instance stays ACTIVE on the source.
  */
+import { MigrationPreCheckError } from '../../virt-drivers/errors';
+import { movesWithPortsRefused } from '../network/errors';
 import type { LiveMigrateData } from '../../virt-drivers/types';
 import type { DecodedInstance, DecodedMigration } from './decode';
 import type { InstanceRecord, MigrationRecord } from '../../model/instance';
@@ -90,6 +92,8 @@ export class LiveFlows {
     return c.locks.with(uuid, async () => {
       const rec = c.require(uuid);
       check(rec, 'live_migration_check.source');
+      const ports = (rec.network_info ?? []).map((v) => v.id);
+      if (ports.length) throw new MigrationPreCheckError(movesWithPortsRefused(uuid, ports, c.host));
       return c.driver.checkCanLiveMigrateSource(rec, data);
     });
   }

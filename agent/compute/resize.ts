@@ -13,6 +13,7 @@
  * (`confirm_resize_at_destination`) and of a failed source step (`drop_move_claim_at_destination`).
  * In nova mode the conductor has already swapped the allocations; prep_resize then verifies.
  */
+import { movesWithPortsRefused } from '../network/errors';
 import type { MigrationRef } from '../../virt-drivers/types';
 import type { DecodedInstance, DecodedMigration } from './decode';
 import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
@@ -117,6 +118,8 @@ export class ResizeFlows {
       const migration = rec.migration;
       if (migration.status === 'migrating') {
         try {
+          const ports = (rec.network_info ?? []).map((v) => v.id);
+          if (ports.length) throw new Error(movesWithPortsRefused(uuid, ports, c.host));
           const disk = await c.driver.migrateDiskAndPowerOff(rec, migrationRef(migration), flavor);
           migration.disk_info = disk.diskInfo;
           crashPoint('resize.source.moved');

@@ -94,3 +94,8 @@ export class VifPlugTimeoutError extends NeutronError {
     this.name = 'VifPlugTimeoutError';
   }
 }
+
+/** The words for a move of a server with ports, which this agent does not make yet (its ports would stay bound here). */
+export function movesWithPortsRefused(instance: string, ports: readonly string[], host: string): string {
+  return `instance ${instance} has ports (${ports.join(', ')}): this agent does not move servers with ports yet; their bindings would stay on ${host}`;
+}

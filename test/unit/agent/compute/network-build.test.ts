@@ -201,6 +201,16 @@ describe('delete and events of an instance with networks', () => {
     expect(mock.consumers.has(uuid)).toBe(false);
   });
 
+  test('moves of a server with ports are refused before anything moves: live migration at its pre-check, naming the ports', async () => {
+    const { neutron, host, call, uuid } = await active();
+    const [port] = [...neutron.ports.keys()];
+    await expect(call('check_can_live_migrate_source', { instance: { uuid }, dest_check_data: {} })).rejects.toThrow(
+      new RegExp(`instance ${uuid} has ports \\(${port}\\): this agent does not move servers with ports yet`),
+    );
+    expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
+    expect(neutron.ports.get(port ?? '')).toMatchObject({ 'binding:host_id': HOST, device_id: uuid });
+  });
+
   test('a server built without networks is deleted while Neutron is down: Neutron is not asked', async () => {
     const { mock, neutron, host, call } = await setup();
     const uuid = randomUUID();
