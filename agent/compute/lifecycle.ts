@@ -84,7 +84,7 @@ export class LifecycleFlows {
           // waiting for its ports as a first spawn does.
           const replug = present && resuming && (rec.network_info?.length ?? 0) > 0;
           if (replug) await c.driver.destroy(rec);
-          if (!present || replug) await c.networking.spawn(rec, instanceSpec(rec));
+          if (!present || replug) await c.networking.spawn(rec, instanceSpec(rec), { resumed: resuming });
           crashPoint('build.spawned');
         }
       } catch (e) {

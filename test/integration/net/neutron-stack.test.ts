@@ -11,121 +11,30 @@
 // all; the 2025.1 RabbitMQ it uses is the machine-wide one scripts/stack keeps (as the suite's
 // global setup does for the release under test) and stays running. Skipped, with the reason, only
 // where the 2025.1 root cannot be had (CI on Debian 12 builds it).
-import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { NeutronCloud, neutronUnavailable, type NeutronReply } from '../../helpers/neutron-cloud';
 import { PING, treeRssKb, underlayVeth } from '../../helpers/neutron-stack';
-import { portFree, waitUntil } from '../../helpers/wait';
+import { waitUntil } from '../../helpers/wait';
 
 jest.setTimeout(900_000);
 
-const REPO = join(__dirname, '..', '..', '..');
-const script = (name: string): string => join(REPO, 'scripts', name);
 const log = (line: string): boolean => process.stdout.write(`neutron-stack: ${line}\n`);
 
-function unavailableReason(): string | undefined {
-  if (process.getuid?.() !== 0) return 'needs root (network namespaces, the 2025.1 root)';
-  try {
-    execFileSync('bash', [script('release-root'), 'path', '2025.1'], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 20 * 60_000 });
-    return undefined;
-  } catch (e) {
-    const stderr = (e as { stderr?: Buffer }).stderr?.toString().trim().split('\n').slice(-3).join(' ');
-    return `the 2025.1 root cannot be built: ${stderr || String(e)}`;
-  }
-}
-
-const unavailable = unavailableReason();
+const unavailable = neutronUnavailable();
 if (unavailable) log(`skipped: ${unavailable}`);
 const suite = unavailable ? describe.skip : describe;
 
-const dir = mkdtempSync('/tmp/ca-neutron-');
 const suffix = Math.random().toString(36).slice(2, 7);
 const HOST_A = `nt${suffix}a`;
 const HOST_B = `nt${suffix}b`;
-const ADMIN_PASSWORD = 'nt-admin';
-const SERVICE_PASSWORD = 'nt-service';
 
-interface Ports {
-  keystone: number;
-  neutron: number;
-}
-let ports: Ports | undefined;
-
-async function freePorts(): Promise<Ports> {
-  for (let i = 0; i < 50; i++) {
-    const base = 31000 + 4 * Math.floor(Math.random() * 2000);
-    if ((await portFree(base)) && (await portFree(base + 1)) && (await portFree(base + 2))) return { keystone: base, neutron: base + 2 };
-  }
-  throw new Error('no free ports for a private Keystone and Neutron');
-}
-
-function env(): NodeJS.ProcessEnv {
-  if (!ports) throw new Error('ports not chosen');
-  return {
-    ...process.env,
-    OPENSTACK_RELEASE: '2025.1',
-    STACK_DIR: dir,
-    KEYSTONE_PORT: String(ports.keystone),
-    KEYSTONE_PLACEMENT_PORT: String(ports.keystone + 1),
-    KEYSTONE_URL: `http://127.0.0.1:${ports.keystone}/v3`,
-    KEYSTONE_ADMIN_PASSWORD: ADMIN_PASSWORD,
-    KEYSTONE_SERVICE_PASSWORD: SERVICE_PASSWORD,
-    NEUTRON_PORT: String(ports.neutron),
-  };
-}
-
-/** Runs a stack script; resolves stdout, rejects with its stderr's tail. */
-function run(name: string, args: string[], extraEnv: NodeJS.ProcessEnv = {}, timeoutMs = 600_000): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile('bash', [script(name), ...args], { env: { ...env(), ...extraEnv }, timeout: timeoutMs, maxBuffer: 1 << 24 }, (err, stdout, stderr) =>
-      err ? reject(new Error(`${name} ${args.join(' ')}: ${err.message}\n${stderr.split('\n').slice(-15).join('\n')}`)) : resolve(stdout),
-    );
-  });
-}
-
-const inHost = (host: string, ...cmd: string[]): Promise<string> => run('neutron-stack', ['host-exec', host, ...cmd], {}, 60_000);
-
-async function timed<T>(what: string, f: () => Promise<T>): Promise<T> {
-  const t0 = Date.now();
-  const r = await f();
-  log(`${what}: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-  return r;
-}
-
-let token = '';
-const neutronUrl = (): string => `http://127.0.0.1:${ports?.neutron ?? 0}/v2.0`;
-
-async function neutron(method: string, path: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${neutronUrl()}${path}`, {
-    method,
-    headers: { 'Content-Type': 'application/json', 'X-Auth-Token': token },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
-}
-
-async function must<T>(method: string, path: string, body: unknown, key: string, ok = [200, 201]): Promise<T> {
-  const r = await neutron(method, path, body);
-  if (!ok.includes(r.status)) throw new Error(`neutron ${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
-  return r.body[key] as T;
-}
-
-async function keystoneToken(): Promise<string> {
-  const res = await fetch(`${env().KEYSTONE_URL}/auth/tokens`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({
-      auth: {
-        identity: { methods: ['password'], password: { user: { name: 'admin', domain: { id: 'default' }, password: ADMIN_PASSWORD } } },
-        scope: { project: { name: 'admin', domain: { id: 'default' } } },
-      },
-    }),
-  });
-  const t = res.headers.get('x-subject-token');
-  if (res.status !== 201 || !t) throw new Error(`keystone: ${res.status} ${await res.text()}`);
-  return t;
-}
+let cloud: NeutronCloud;
+const run = (name: string, args: string[], extraEnv: NodeJS.ProcessEnv = {}): Promise<string> => cloud.run(name, args, extraEnv);
+const inHost = (host: string, ...cmd: string[]): Promise<string> => cloud.inHost(host, ...cmd);
+const neutron = (method: string, path: string, body?: unknown): Promise<NeutronReply> => cloud.neutron(method, path, body);
+const must = <T>(method: string, path: string, body: unknown, key: string): Promise<T> => cloud.must<T>(method, path, body, key);
 
 interface Agent {
   agent_type: string;
@@ -172,31 +81,19 @@ async function plugVm(host: string, port: Port & { fixed_ips: Array<{ ip_address
 /** Packets the underlay bridge received from `host` (its veth end in the underlay namespace). */
 function underlayRx(host: string): number {
   const dev = underlayVeth(host);
-  const [link] = JSON.parse(ip('-j', '-s', '-n', `ca-ul-${ports?.neutron}`, 'link', 'show', 'dev', dev)) as Array<{ stats64: { rx: { packets: number } } }>;
+  const [link] = JSON.parse(ip('-j', '-s', '-n', `ca-ul-${cloud.ports.neutron}`, 'link', 'show', 'dev', dev)) as Array<{ stats64: { rx: { packets: number } } }>;
   return link?.stats64.rx.packets ?? 0;
 }
 
 suite('scripts/neutron-stack (Neutron 2025.1, ML2/OVN, two chassis)', () => {
-  let started = false;
-
   beforeAll(async () => {
-    ports = await freePorts();
-    await timed('keystone-stack up keystone (2025.1)', () => run('keystone-stack', ['up', 'keystone']));
-    await timed('stack up rabbitmq (2025.1, shared)', () => run('stack', ['up', 'rabbitmq']));
-    started = true;
-    await timed('neutron-stack up', () => run('neutron-stack', ['up']));
-    await timed(`host-up ${HOST_A}`, () => run('neutron-stack', ['host-up', HOST_A]));
-    await timed(`host-up ${HOST_B}`, () => run('neutron-stack', ['host-up', HOST_B]));
-    token = await keystoneToken();
+    cloud = await NeutronCloud.create({ log });
+    await cloud.up({ hosts: [HOST_A, HOST_B] });
   });
 
   afterAll(async () => {
     for (const ns of vmNamespaces) execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
-    if (started) {
-      await run('neutron-stack', ['reset']).catch((e: Error) => log(`reset: ${e.message}`));
-      await run('keystone-stack', ['down', 'keystone']).catch((e: Error) => log(`keystone down: ${e.message}`));
-    }
-    rmSync(dir, { recursive: true, force: true });
+    await cloud?.down();
   });
 
   test('status names every part, env names the hosts, zed is refused', async () => {
@@ -205,9 +102,9 @@ suite('scripts/neutron-stack (Neutron 2025.1, ML2/OVN, two chassis)', () => {
       expect(status).toMatch(new RegExp(`^${part.replace(/\./g, '\\.')} +up `, 'm'));
     }
     const vars = await run('neutron-stack', ['env']);
-    expect(vars).toContain(`NEUTRON_URL=http://127.0.0.1:${ports?.neutron}\n`);
+    expect(vars).toContain(`NEUTRON_URL=http://127.0.0.1:${cloud.ports.neutron}\n`);
     expect(vars).toContain(`NEUTRON_HOST_${HOST_A}_NETNS=ca-${HOST_A}\n`);
-    expect(vars).toContain(`NEUTRON_HOST_${HOST_A}_OVS_DB=unix:${dir}/neutron-${ports?.neutron}/hosts/${HOST_A}/db.sock\n`);
+    expect(vars).toContain(`NEUTRON_HOST_${HOST_A}_OVS_DB=unix:${cloud.neutronDir}/hosts/${HOST_A}/db.sock\n`);
     await expect(run('neutron-stack', ['status'], { OPENSTACK_RELEASE: 'zed' })).rejects.toThrow(/runs Neutron 2025\.1 .* only/);
   });
 
@@ -251,10 +148,10 @@ suite('scripts/neutron-stack (Neutron 2025.1, ML2/OVN, two chassis)', () => {
     await waitUntil('the port is ACTIVE', async () => (await must<Port>('GET', `/ports/${port.id}`, undefined, 'port')).status === 'ACTIVE', 60_000);
     log(`port ACTIVE ${((Date.now() - t0) / 1000).toFixed(1)} s after the plug`);
     expect((await inHost(HOST_A, 'ovs-vsctl', 'get', 'Interface', tap, 'external_ids:ovn-installed')).trim()).toBe('"true"');
-    const nbBefore = await run('neutron-stack', ['host-exec', HOST_A, 'ovn-nbctl', `--db=unix:${dir}/neutron-${ports?.neutron}/ovn/nb.sock`, 'lsp-get-up', port.id]);
+    const nbBefore = await run('neutron-stack', ['host-exec', HOST_A, 'ovn-nbctl', `--db=unix:${cloud.neutronDir}/ovn/nb.sock`, 'lsp-get-up', port.id]);
     expect(nbBefore.trim()).toBe('up');
-    const chassis = await run('neutron-stack', ['host-exec', HOST_A, 'ovn-sbctl', `--db=unix:${dir}/neutron-${ports?.neutron}/ovn/sb.sock`, '--bare', '--columns=chassis', 'find', 'Port_Binding', `logical_port=${port.id}`]);
-    const chassisName = await run('neutron-stack', ['host-exec', HOST_A, 'ovn-sbctl', `--db=unix:${dir}/neutron-${ports?.neutron}/ovn/sb.sock`, '--bare', '--columns=name', 'list', 'Chassis', chassis.trim()]);
+    const chassis = await run('neutron-stack', ['host-exec', HOST_A, 'ovn-sbctl', `--db=unix:${cloud.neutronDir}/ovn/sb.sock`, '--bare', '--columns=chassis', 'find', 'Port_Binding', `logical_port=${port.id}`]);
+    const chassisName = await run('neutron-stack', ['host-exec', HOST_A, 'ovn-sbctl', `--db=unix:${cloud.neutronDir}/ovn/sb.sock`, '--bare', '--columns=name', 'list', 'Chassis', chassis.trim()]);
     expect(chassisName.trim()).toBe(HOST_A);
 
     // os-vif's unplug, then the delete nova makes.
@@ -263,8 +160,8 @@ suite('scripts/neutron-stack (Neutron 2025.1, ML2/OVN, two chassis)', () => {
     expect((await neutron('DELETE', `/ports/${port.id}`)).status).toBe(204);
     expect((await neutron('GET', `/ports/${port.id}`)).status).toBe(404);
     await waitUntil('the LSP and its Port_Binding are gone', async () => {
-      const lsps = await run('neutron-stack', ['host-exec', HOST_A, 'ovn-nbctl', `--db=unix:${dir}/neutron-${ports?.neutron}/ovn/nb.sock`, '--bare', '--columns=name', 'list', 'Logical_Switch_Port']);
-      const pbs = await run('neutron-stack', ['host-exec', HOST_A, 'ovn-sbctl', `--db=unix:${dir}/neutron-${ports?.neutron}/ovn/sb.sock`, '--bare', '--columns=logical_port', 'list', 'Port_Binding']);
+      const lsps = await run('neutron-stack', ['host-exec', HOST_A, 'ovn-nbctl', `--db=unix:${cloud.neutronDir}/ovn/nb.sock`, '--bare', '--columns=name', 'list', 'Logical_Switch_Port']);
+      const pbs = await run('neutron-stack', ['host-exec', HOST_A, 'ovn-sbctl', `--db=unix:${cloud.neutronDir}/ovn/sb.sock`, '--bare', '--columns=logical_port', 'list', 'Port_Binding']);
       return !lsps.includes(port.id) && !pbs.includes(port.id);
     }, 30_000);
 
@@ -302,7 +199,7 @@ suite('scripts/neutron-stack (Neutron 2025.1, ML2/OVN, two chassis)', () => {
   });
 
   test('steady memory of the Neutron processes', () => {
-    const nd = join(dir, `neutron-${ports?.neutron}`);
+    const nd = cloud.neutronDir;
     const pid = (f: string): number => Number(readFileSync(join(nd, f), 'utf8').trim());
     const mib = (f: string): number => Math.round(treeRssKb(pid(f)) / 1024);
     const rss = { api: mib('neutron-api.pid'), rpc: mib('neutron-rpc.pid'), maintenance: mib('neutron-ovn-maintenance.pid'), mariadb: mib('mysql.pid') };

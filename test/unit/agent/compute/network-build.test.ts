@@ -297,4 +297,13 @@ describe('a build resumed after an interruption', () => {
     expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'active' });
     expect(await guests(host)).toEqual([uuid]);
   });
+
+  test('in spawning, a port Neutron has ACTIVE already (wired during the first try) is not waited for again', async () => {
+    const { neutron, clock, host, call, uuid, firstPort } = await interrupted('spawning', 300);
+    neutron.setStatus(firstPort, 'ACTIVE');
+    await call('build_and_run_instance', { instance: { uuid, display_name: 'x', project_id: 'proj-1', user_id: 'user-1', flavor: host.manager.record(uuid)?.flavor } });
+    expect(clock.sleeping).toBe(0);
+    expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'active' });
+    expect(await guests(host)).toEqual([uuid]);
+  });
 });
