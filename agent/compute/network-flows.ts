@@ -71,33 +71,21 @@ export class NetworkFlows {
   /**
    * Spawns the guest with its VIFs: the waiters for `network-vif-plugged` of every port Neutron
    * does not have ACTIVE yet are registered before the driver plugs, and the driver keeps the guest
-   * paused until they came (or `vif_plugging_timeout` passed).
+   * paused until they came (or `vif_plugging_timeout` passed). A `resumed` spawn (an interrupted
+   * build taken up again) plugs and runs without waiting.
    * @throws VifPlugTimeoutError (with vif_plugging_is_fatal), whatever the driver throws
    */
   async spawn(rec: InstanceRecord, spec: InstanceSpec, opts: { readonly resumed?: boolean } = {}): Promise<void> {
     const vifs = rec.network_info ?? [];
-    const pending = this.o.vifPluggingTimeoutS > 0 ? vifs.filter((v) => opts.resumed || !v.active).map((v) => v.id) : [];
+    // A resumed spawn re-plugs without waiting, as nova does after a restart: it may run in the
+    // agent's start-up recovery, before the RPC server that would deliver the events consumes.
+    const pending = this.o.vifPluggingTimeoutS > 0 && !opts.resumed ? vifs.filter((v) => !v.active).map((v) => v.id) : [];
     const waiter = this.o.events.prepare(rec.uuid, pending.map(vifPluggedEvent));
-    if (opts.resumed && pending.length) await this.activeNow(rec.uuid, vifs);
     try {
       await this.c.driver.spawn({ ...spec, network_info: vifs }, pending.length ? { beforeRun: () => this.plugged(rec.uuid, waiter, pending) } : {});
     } finally {
       waiter.cancel();
     }
-  }
-
-  /**
-   * A resumed spawn's ports that Neutron has ACTIVE already (the interrupted spawn had them wired)
-   * will send no new `network-vif-plugged`: their waits are satisfied now. Asked after the waiters
-   * are registered, so an event that comes meanwhile is not lost. Neutron unreachable: every port
-   * is waited for.
-   */
-  private async activeNow(uuid: string, vifs: NetworkInfo): Promise<void> {
-    const now = await this.o.network.refresh(uuid, vifs).catch((e: unknown) => {
-      this.c.log.warn({ instance: uuid, reason: (e as Error).message }, 'could not read the ports again; waiting for each');
-      return [];
-    });
-    for (const v of now) if (v.active) this.o.events.deliver(uuid, 'network-vif-plugged', v.id, 'completed');
   }
 
   /**

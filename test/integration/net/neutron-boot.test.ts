@@ -7,7 +7,8 @@
 // console shows OVN's DHCP lease of exactly the port's address with the network's MTU, and a
 // "VM" namespace plugged on chassis b reaches it across geneve. Delete leaves no port, tap, OVS
 // port or allocation; a port that never goes up fails the build after vif_plugging_timeout with a
-// fault naming it, leaving nothing behind.
+// fault naming it, leaving nothing behind; an agent SIGKILLed while the guest waits paused resumes
+// the build to ACTIVE when it comes back.
 //
 // It starts a private Keystone, the Placement behind it, Neutron and two hosts, and stops them all.
 import { execFileSync } from 'node:child_process';
@@ -16,7 +17,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Daemon } from '../../../agent/daemon';
 import { tapName } from '../../../model/network';
-import { agentConfig, agentSpec, startDaemon, type AgentSpec } from '../../helpers/agents';
+import { AgentProcess, agentConfig, agentSpec, startDaemon, type AgentSpec } from '../../helpers/agents';
 import { placementFromConfig } from '../../../tracker/placement/factory';
 import { ControlPlane } from '../../helpers/control-plane';
 import { EventRelay } from '../../helpers/event-relay';
@@ -58,6 +59,7 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
   let daemon: Daemon | undefined;
   let specB: AgentSpec;
   let daemonB: Daemon | undefined;
+  const processes: AgentProcess[] = [];
   let image = '';
   let network = '';
   let projectId = '';
@@ -149,6 +151,7 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
   afterAll(async () => {
     await daemon?.stop('test end');
     await daemonB?.stop('test end');
+    for (const p of processes) await p.kill(true);
     if (spec) reapLeftovers(spec.dir);
     if (specB) reapLeftovers(specB.dir);
     if (peerNs) execFileSync('ip', ['netns', 'del', peerNs], { stdio: 'ignore' });
@@ -227,6 +230,37 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
     await cp.cast(HOST_B, 'terminate_instance', { instance: { uuid } });
     await cp.waitFor('instance.delete.end', [uuid], 120_000);
     expect(await ports(uuid)).toEqual([]);
+  });
+  test('the agent SIGKILLed between plug and run (guest paused, waiting), then restarted: the build resumes to ACTIVE and the guest takes its lease', async () => {
+    // Agent a as a process of the built binary, on the same state, so it can be killed.
+    await daemon?.stop('replaced by a process');
+    daemon = undefined;
+    const proc = new AgentProcess(spec);
+    processes.push(proc);
+    await proc.start();
+    killOvnController(HOST_A);
+    let uuid = '';
+    try {
+      uuid = await build(HOST_A);
+      // Plugged and paused: the tap is on br-int and QEMU waits for the event that cannot come.
+      await waitUntil('the port is plugged on chassis a', async () => (await ports(uuid)).some((p) => nsLinks(HOST_A).includes(`${tapName(p.id)}:`)), 60_000);
+      await proc.kill();
+    } finally {
+      await cloud.run('neutron-stack', ['host-up', HOST_A]);
+    }
+    const t0 = Date.now();
+    await proc.start();
+    await cp.waitFor('instance.create.end', [uuid], 120_000);
+    log(`restart to ACTIVE after the SIGKILL: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    const [port] = await ports(uuid);
+    expect(port).toMatchObject({ status: 'ACTIVE', 'binding:host_id': HOST_A });
+    await waitUntil('the guest prints its lease', () => Promise.resolve(leases(consoleOf(uuid)).length > 0), 120_000);
+    expect(leases(consoleOf(uuid))[0]).toMatchObject({ ip: port?.fixed_ips[0]?.ip_address, mtu: 1442 });
+    expect(cp.events.filter((e) => e.uuid === uuid && e.event_type === 'instance.create.error')).toEqual([]);
+    await cp.cast(HOST_A, 'terminate_instance', { instance: { uuid } });
+    await cp.waitFor('instance.delete.end', [uuid], 120_000);
+    expect(await ports(uuid)).toEqual([]);
+    expect(nsLinks(HOST_A)).not.toContain(`${tapName(port?.id ?? '')}:`);
   });
 });
 
