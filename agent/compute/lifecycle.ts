@@ -81,7 +81,7 @@ export class LifecycleFlows {
             (e: unknown) => (e instanceof DriverInstanceNotFound ? false : Promise.reject(e)),
           );
           // A guest left paused by an interrupted spawn never ran: start it again from scratch,
-          // waiting for its ports as a first spawn does.
+          // re-plugged, without waiting for events (see NetworkFlows.spawn).
           const replug = present && resuming && (rec.network_info?.length ?? 0) > 0;
           if (replug) await c.driver.destroy(rec);
           if (!present || replug) await c.networking.spawn(rec, instanceSpec(rec), { resumed: resuming });
@@ -111,8 +111,11 @@ export class LifecycleFlows {
       await cleanup.catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'allocation cleanup failed; the audit will report it'));
       await c.driver.destroy(rec).catch(() => undefined);
     }
-    // The ports go back whatever failed (a refusal before the claim bound none: this is a no-op).
-    await c.networking.release(rec, rec.uuid, ctx).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'could not give the ports back to Neutron'));
+    // The ports go back whatever failed later; a build that failed before its network step bound
+    // none, and Neutron is not asked.
+    if (rec.task_state !== 'scheduling') {
+      await c.networking.release(rec, rec.uuid, ctx).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'could not give the ports back to Neutron'));
+    }
     c.claims.release(rec.uuid);
     rec.allocations = {};
     const kind = refusedLocally

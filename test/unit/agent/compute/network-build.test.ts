@@ -211,6 +211,15 @@ describe('delete and events of an instance with networks', () => {
     expect(neutron.ports.get(port ?? '')).toMatchObject({ 'binding:host_id': HOST, device_id: uuid });
   });
 
+  test('a build refused before its network step (no room) does not ask Neutron', async () => {
+    const { neutron, net, host, call } = await setup();
+    const uuid = randomUUID();
+    await call('build_and_run_instance', { instance: instanceArgs(uuid, { name: 'huge', vcpus: 100000, memory_mb: 1, root_gb: 0 }), requested_networks: [{ network_id: net }] });
+    expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'error' });
+    expect(host.manager.record(uuid)?.fault).toMatch(/^no room: /);
+    expect(neutron.calls).toEqual([]);
+  });
+
   test('a server built without networks is deleted while Neutron is down: Neutron is not asked', async () => {
     const { mock, neutron, host, call } = await setup();
     const uuid = randomUUID();
