@@ -9,6 +9,7 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { tapName } from '../../model/network';
 import { portFree } from './wait';
 
 const REPO = join(__dirname, '..', '..');
@@ -43,6 +44,15 @@ async function freePorts(): Promise<CloudPorts> {
   throw new Error('no free ports for a private Keystone, Placement and Neutron');
 }
 
+/** A Neutron port as a "VM" namespace needs it. */
+export interface PluggablePort {
+  readonly id: string;
+  readonly mac_address: string;
+  readonly fixed_ips: ReadonlyArray<{ readonly ip_address: string }>;
+}
+
+const ip = (...args: string[]): string => execFileSync('ip', args, { encoding: 'utf8' });
+
 export interface NeutronReply {
   readonly status: number;
   readonly body: Record<string, unknown>;
@@ -51,6 +61,8 @@ export interface NeutronReply {
 export class NeutronCloud {
   readonly dir = mkdtempSync('/tmp/ca-ncloud-');
   private started = { keystone: false, placement: false, neutron: false };
+  /** Namespaces `plugVm` made, deleted by `down`. */
+  private readonly vmNamespaces: string[] = [];
   private adminToken = '';
 
   private constructor(
@@ -112,6 +124,28 @@ export class NeutronCloud {
     return this.run('neutron-stack', ['host-exec', host, ...cmd], {}, 60_000);
   }
 
+  /**
+   * A "VM" for `port` on chassis `host`: namespace `ns` holding one end of a veth with the port's
+   * MAC, address (/24) and the geneve MTU; the other end, named as nova names a tap, is plugged
+   * into the host's br-int as os-vif plugs (iface-id, iface-status, attached-mac, vm-uuid).
+   */
+  async plugVm(host: string, port: PluggablePort, ns: string): Promise<void> {
+    const dev = tapName(port.id);
+    const peer = `vm${Math.random().toString(36).slice(2, 9)}`;
+    ip('netns', 'add', ns);
+    this.vmNamespaces.push(ns);
+    ip('-n', ns, 'link', 'set', 'lo', 'up');
+    ip('link', 'add', dev, 'type', 'veth', 'peer', 'name', peer);
+    ip('link', 'set', dev, 'netns', `ca-${host}`);
+    ip('link', 'set', peer, 'netns', ns);
+    ip('-n', ns, 'link', 'set', peer, 'name', 'eth0');
+    ip('-n', ns, 'link', 'set', 'eth0', 'address', port.mac_address, 'mtu', '1442', 'up');
+    ip('-n', ns, 'addr', 'add', `${port.fixed_ips[0]?.ip_address}/24`, 'dev', 'eth0');
+    ip('-n', `ca-${host}`, 'link', 'set', dev, 'up');
+    await this.inHost(host, 'ovs-vsctl', '--', '--may-exist', 'add-port', 'br-int', dev, '--', 'set', 'Interface', dev,
+      `external_ids:iface-id=${port.id}`, 'external_ids:iface-status=active', `external_ids:attached-mac=${port.mac_address}`, `external_ids:vm-uuid=${port.id}`);
+  }
+
   /** Keystone (and its Placement with `placement`), the 2025.1 RabbitMQ, Neutron, and `hosts`. */
   async up(opts: { placement?: boolean; hosts?: readonly string[] } = {}): Promise<void> {
     this.started.keystone = true;
@@ -130,6 +164,7 @@ export class NeutronCloud {
   /** Stops everything `up` started and removes the directory. Never throws. */
   async down(): Promise<void> {
     const quietly = (what: string, p: Promise<unknown>): Promise<unknown> => p.catch((e: Error) => this.log(`${what}: ${e.message}`));
+    for (const ns of this.vmNamespaces) execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
     if (this.started.neutron) await quietly('neutron-stack reset', this.run('neutron-stack', ['reset']));
     if (this.started.placement) await quietly('placement down', this.run('keystone-stack', ['down', 'placement']));
     if (this.started.keystone) await quietly('keystone down', this.run('keystone-stack', ['down', 'keystone']));

@@ -79,19 +79,7 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
   async function peerOn(host: string): Promise<string> {
     const port = await cloud.must<Port>('POST', '/ports', { port: { network_id: network, tenant_id: projectId, device_owner: 'compute:nova', device_id: randomUUID(), 'binding:host_id': host } }, 'port');
     peerNs = `ca-${host}-peer`;
-    const dev = tapName(port.id);
-    const ip = (...args: string[]): string => execFileSync('ip', args, { encoding: 'utf8' });
-    ip('netns', 'add', peerNs);
-    ip('-n', peerNs, 'link', 'set', 'lo', 'up');
-    ip('link', 'add', dev, 'type', 'veth', 'peer', 'name', `pe${suffix}`);
-    ip('link', 'set', dev, 'netns', `ca-${host}`);
-    ip('link', 'set', `pe${suffix}`, 'netns', peerNs);
-    ip('-n', peerNs, 'link', 'set', `pe${suffix}`, 'name', 'eth0');
-    ip('-n', peerNs, 'link', 'set', 'eth0', 'address', port.mac_address, 'mtu', '1442', 'up');
-    ip('-n', peerNs, 'addr', 'add', `${port.fixed_ips[0]?.ip_address}/24`, 'dev', 'eth0');
-    ip('-n', `ca-${host}`, 'link', 'set', dev, 'up');
-    await cloud.inHost(host, 'ovs-vsctl', '--', '--may-exist', 'add-port', 'br-int', dev, '--', 'set', 'Interface', dev, `external_ids:iface-id=${port.id}`,
-      'external_ids:iface-status=active', `external_ids:attached-mac=${port.mac_address}`, `external_ids:vm-uuid=${port.id}`);
+    await cloud.plugVm(host, port, peerNs);
     await waitUntil('the peer port is ACTIVE', async () => (await cloud.must<Port>('GET', `/ports/${port.id}`, undefined, 'port')).status === 'ACTIVE', 60_000);
     return port.fixed_ips[0]?.ip_address ?? '';
   }
@@ -154,7 +142,6 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
     for (const p of processes) await p.kill(true);
     if (spec) reapLeftovers(spec.dir);
     if (specB) reapLeftovers(specB.dir);
-    if (peerNs) execFileSync('ip', ['netns', 'del', peerNs], { stdio: 'ignore' });
     await relay.close();
     await cp.close();
     await cloud?.down();

@@ -51,30 +51,12 @@ interface Port {
   'binding:host_id': string;
 }
 
-const vmNamespaces: string[] = [];
 const ip = (...args: string[]): string => execFileSync('ip', args, { encoding: 'utf8' });
 
-/**
- * A "VM" for `port` on `host`: a namespace of its own holding one end of a veth with the port's MAC
- * and address; the other end, named as nova names a tap, is plugged into the host's br-int as
- * os-vif plugs (iface-id, iface-status, attached-mac, vm-uuid).
- */
+/** A "VM" namespace for `port` on `host` (NeutronCloud.plugVm); its name. */
 async function plugVm(host: string, port: Port & { fixed_ips: Array<{ ip_address: string }> }): Promise<string> {
   const ns = `ca-${host}-vm`;
-  const dev = `tap${port.id.slice(0, 11)}`;
-  ip('netns', 'add', ns);
-  vmNamespaces.push(ns);
-  ip('-n', ns, 'link', 'set', 'lo', 'up');
-  ip('link', 'add', dev, 'type', 'veth', 'peer', 'name', `vm${suffix}`);
-  ip('link', 'set', dev, 'netns', `ca-${host}`);
-  ip('link', 'set', `vm${suffix}`, 'netns', ns);
-  ip('-n', ns, 'link', 'set', `vm${suffix}`, 'name', 'eth0');
-  ip('-n', ns, 'link', 'set', 'eth0', 'address', port.mac_address, 'mtu', '1442', 'up');
-  ip('-n', ns, 'addr', 'add', `${port.fixed_ips[0]?.ip_address}/24`, 'dev', 'eth0');
-  ip('-n', `ca-${host}`, 'link', 'set', dev, 'up');
-  await inHost(host, 'ovs-vsctl', '--', '--may-exist', 'add-port', 'br-int', dev, '--', 'set', 'Interface', dev,
-    `external_ids:iface-id=${port.id}`, 'external_ids:iface-status=active', `external_ids:attached-mac=${port.mac_address}`,
-    `external_ids:vm-uuid=${port.id}`);
+  await cloud.plugVm(host, port, ns);
   return ns;
 }
 
@@ -92,7 +74,6 @@ suite('scripts/neutron-stack (Neutron 2025.1, ML2/OVN, two chassis)', () => {
   });
 
   afterAll(async () => {
-    for (const ns of vmNamespaces) execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
     await cloud?.down();
   });
 
