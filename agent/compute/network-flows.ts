@@ -126,7 +126,7 @@ export class NetworkFlows {
     const outcome = await waiter.wait(this.o.vifPluggingTimeoutS * 1000);
     if (outcome.kind === 'completed') return;
     const failed = outcome.kind === 'failed';
-    const which = failed ? outcome.failed.map((k) => k.replace(/^network-vif-plugged-/, '')) : outcome.missing.map((k) => k.replace(/^network-vif-plugged-/, ''));
+    const which = (failed ? outcome.failed : outcome.missing).map((k) => k.replace(/^network-vif-plugged-/, ''));
     const err = new VifPlugTimeoutError(uuid, which.length ? which : ports, this.o.vifPluggingTimeoutS, failed);
     if (this.o.vifPluggingIsFatal) throw err;
     this.c.log.warn({ instance: uuid, ports: which }, `${err.message}; running the guest anyway (vif_plugging_is_fatal = false)`);
