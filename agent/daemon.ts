@@ -121,7 +121,7 @@ export class Daemon {
     const attempts = Math.max(1, this.deps.startupAttempts ?? 5);
     // The host methods first; the instance methods once the compute manager exists, before consuming starts.
     const dispatcher = registerMethods(new Dispatcher(), hostMethods({ hostUptime: procUptimeProvider('/', () => new Date(), () => driver.getHostUptime()) }));
-    const rpc = new RpcService({ config, logger, journal, dispatcher, topic: COMPUTE_TOPIC, connectAttempts: attempts, onOutcome: (method, outcome) => this.metrics.rpcMessage(method, outcome), onRecovery: (r) => this.metrics.brokerRecovered(r.outageMs / 1000, r.sinceLastFailureMs / 1000), clock: this.clock });
+    const rpc = new RpcService({ config, logger, journal, dispatcher, topic: COMPUTE_TOPIC, connectAttempts: attempts, onOutcome: (method, outcome, seconds) => this.metrics.rpcMessage(method, outcome, seconds), onRecovery: (r) => this.metrics.brokerRecovered(r.outageMs / 1000, r.sinceLastFailureMs / 1000), clock: this.clock });
     this.rpc = rpc;
     // nova mode: the conductor must be reachable first, because an existing compute node's uuid
     // becomes the root provider's uuid (the scheduler maps Placement candidates to nodes by it).
@@ -159,8 +159,8 @@ export class Daemon {
       notifier: new RpcNotifier(rpc.broker, config.DEFAULT.control_exchange, host, logger),
       logger,
       callTimeoutMs: config.DEFAULT.rpc_response_timeout * 1000,
-      network: networkFromConfig(config, logger, this.clock),
-      vifPlugging: { timeoutS: config.DEFAULT.vif_plugging_timeout, fatal: config.DEFAULT.vif_plugging_is_fatal },
+      network: networkFromConfig(config, logger, this.clock, { onAnswer: (method, route, status, seconds) => this.metrics.neutronRequest(method, route, status, seconds) }),
+      vifPlugging: { timeoutS: config.DEFAULT.vif_plugging_timeout, fatal: config.DEFAULT.vif_plugging_is_fatal, onWait: (outcome, seconds) => this.metrics.vifPlugWait(outcome, seconds) },
       ...(nova ? { controlPlane: nova.controlPlane } : {}),
     });
     this.manager = manager;

@@ -8,7 +8,8 @@
  *
  * Every problem is collected, not just the first, and reported as one line naming `section.key`,
  * the value (secrets masked) and the expected form. Unknown keys in known sections are warnings:
- * oslo ignores them, but a typo in an option name should not pass silently.
+ * oslo ignores them, but a typo in an option name should not pass silently. So is an option that
+ * another option makes ignored (`resource_provider_bandwidths` without `report_bandwidth_inventory`).
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -188,7 +189,7 @@ function interpolate(
   });
 }
 
-function crossChecks(config: AgentConfig, problems: ConfigProblem[]): void {
+function crossChecks(config: AgentConfig, problems: ConfigProblem[], warnings: string[]): void {
   const p = config.placement;
   const need = (cond: boolean, key: string, why: string): void => {
     if (!cond) problems.push({ key: `placement.${key}`, message: `placement.${key}: missing; ${why}` });
@@ -213,6 +214,10 @@ function crossChecks(config: AgentConfig, problems: ConfigProblem[]): void {
     });
   }
   for (const message of rabbitContradictions(r)) problems.push({ key: 'oslo_messaging_rabbit', message });
+  const n = config.network;
+  if (n.resource_provider_bandwidths.length > 0 && !n.report_bandwidth_inventory) {
+    warnings.push('network.resource_provider_bandwidths is set but network.report_bandwidth_inventory = false: no bandwidth is reported (Neutron reports it); it is ignored');
+  }
 }
 
 /**
@@ -270,7 +275,7 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
       });
     }
   } else {
-    crossChecks(parsed.data, problems);
+    crossChecks(parsed.data, problems, warnings);
   }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   return { config: parsed.data, files, warnings };

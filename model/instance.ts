@@ -3,7 +3,7 @@
  * move in progress, in nova's vocabulary (vm_state, task_state, migration status). These are the
  * values the journal stores, so they are plain JSON.
  */
-import type { NetworkInfo } from './network';
+import type { NetworkInfo, Vif } from './network';
 import type { Resources } from './provider-types';
 
 /** nova's power states (`nova/compute/power_state.py`); the value is what nova stores. */
@@ -113,9 +113,22 @@ export interface InstanceRecord {
   network_info?: NetworkInfo;
   /** Ports the user gave the instance: released on delete, never deleted (kept before they are bound). */
   preserved_ports?: readonly string[];
+  /** An `attach_interface` under way (absent otherwise): what a restart must undo if it was interrupted. */
+  interface_attach?: InterfaceAttachMarker;
   launched_at?: string;
   fault?: string;
   updated_at: string;
+}
+
+/**
+ * An interface attach in progress, recorded before Neutron is asked: the request it belongs to
+ * (its `request_id`, the same when the journal replays it), the user's port it takes over (never
+ * deleted on undo), and, once Neutron bound it, the VIF the driver is given.
+ */
+export interface InterfaceAttachMarker {
+  readonly request_id: string;
+  readonly port_id: string | null;
+  readonly vif?: Vif;
 }
 
 /** The operation is not allowed in the instance's current state. */

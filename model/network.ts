@@ -98,6 +98,14 @@ export type NetworkRequest =
 /** What a build asked for: no network at all, Neutron's one choice (`auto`), or the list. */
 export type RequestedNetworks = { readonly kind: 'none' } | { readonly kind: 'auto' } | { readonly kind: 'list'; readonly requests: readonly NetworkRequest[] };
 
+/**
+ * nova's request group -> resource provider mapping for a build (`RequestSpec.
+ * get_request_group_mapping()`): the requester of each group the scheduler fulfilled besides the
+ * flavor's (a port's uuid for Neutron's legacy resource request, the group's id for the extended
+ * one) -> the providers it came from (one, for a port's group).
+ */
+export type ProviderMapping = Readonly<Record<string, readonly string[]>>;
+
 /** How long a Linux interface name may be (IFNAMSIZ - 1), and nova's device prefix. */
 const NIC_NAME_LEN = 14;
 

@@ -5,6 +5,9 @@
  * - orphaned: a consumer holds resources on our providers but no instance here has that uuid and
  *   no operation is in flight for it (a leftover of a crash, an evacuation, a failed cleanup);
  * - missing: an instance the driver runs has no allocation on our providers.
+ * "Our providers" are the root and those the agent created: an instance's allocation on a provider
+ * another service created under our root (a port's bandwidth on Neutron's) is neither looked at
+ * nor ever removed here.
  * With `[compute] heal_allocations = report` (the default) both are logged; with `heal`, orphaned
  * allocations are removed from our providers (with the consumer's generation: a concurrent change
  * wins) and missing ones are written from what the driver says the instance uses. Consumers with
@@ -173,6 +176,10 @@ export class Auditor {
       const keep = Object.fromEntries(Object.entries(cur.allocations).filter(([rp]) => !ours.has(rp)).map(([rp, v]) => [rp, { resources: v.resources }]));
       await api.putAllocations(consumer, { allocations: keep, project_id: cur.project_id, user_id: cur.user_id, consumer_generation: cur.consumer_generation });
       logger.info({ consumer }, 'healed: orphaned allocation removed from this host');
+      // What it holds elsewhere stays, on a sharing provider as on one Neutron created under our
+      // root (a port's bandwidth): not the agent's to remove, and not seen by the next audit.
+      const left = Object.keys(keep).sort();
+      if (left.length) logger.warn({ consumer, left_on: left }, "the orphan still holds allocations on providers that are not this agent's; remove them with nova-manage placement audit --delete if the instance is gone");
       return true;
     } catch (e) {
       if (e instanceof ConsumerGenerationConflictError) logger.info({ consumer }, 'not healed: the consumer changed meanwhile');

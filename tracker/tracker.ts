@@ -86,7 +86,12 @@ export class ResourceTracker {
     this.claims = new ClaimService({
       api: deps.api,
       view: this.view,
-      scope: { ourProviders: () => this.ourProviders(), sharingProviders: () => this.sharingProviders() },
+      scope: {
+        ourProviders: () => this.ourProviders(),
+        sharingProviders: () => this.sharingProviders(),
+        othersInTree: () => this.othersInTree(this.view.uuids()),
+        listOthersInTree: async () => this.othersInTree((await deps.api.providersInTree(deps.rootUuid)).map((p) => p.uuid)),
+      },
       now,
       retry: {
         deadlineMs: (deps.retryDeadlineSeconds ?? 0) * 1000,
@@ -137,6 +142,14 @@ export class ResourceTracker {
       });
     }
     return out.sort((a, b) => (a.uuid === root ? -1 : b.uuid === root ? 1 : 0));
+  }
+
+  /**
+   * Of `uuids` (a listing of this host's tree), the providers another service created under our
+   * root: Neutron's bandwidth providers, say. Never written, never counted as ours.
+   */
+  private othersInTree(uuids: readonly string[]): Set<string> {
+    return new Set(uuids.filter((uuid) => uuid !== this.deps.rootUuid && !this.ownership.ownsProvider(uuid)));
   }
 
   /** Sharing providers serving this host, as last looked up. */

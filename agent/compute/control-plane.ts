@@ -10,17 +10,20 @@
  * - nova (`agent/nova/control-plane.ts`): each step is the save nova-compute makes through
  *   nova-conductor (Instance, Migration, InstanceActionEvent, the scheduler fanout).
  */
+import type { LiveMigrateData } from '../../virt-drivers/types';
 import type { MigrationRecord, InstanceRecord, Flavor } from '../../model/instance';
 import type { Notifier, RequestContext } from './ports';
 import { payloadOf } from './payload';
 import type { DecodedMigration } from './decode';
 import { rowOf, stateAfter, type FlowStep } from './transitions';
-import type { NetworkInfo } from '../../model/network';
+import type { NetworkInfo, Vif } from '../../model/network';
 
 /** What happened to an instance's network (`ControlPlane.network`). */
 export type NetworkChange =
   | { readonly kind: 'allocated'; readonly info: NetworkInfo; readonly added: NetworkInfo }
   | { readonly kind: 'refreshed'; readonly info: NetworkInfo }
+  /** One interface detached: `info` without it. */
+  | { readonly kind: 'detached'; readonly info: NetworkInfo; readonly removed: Vif }
   | { readonly kind: 'released' };
 
 export interface ControlPlane {
@@ -40,7 +43,7 @@ export interface ControlPlane {
   lost(uuid: string, method: string, ctx: RequestContext): Promise<void>;
   /**
    * The instance's network changed: ports bound to it (`allocated`, with the VIFs new to it), read
-   * again (`refreshed`), or given back (`released`). nova mode writes the VirtualInterface rows and
+   * again (`refreshed`), one detached (`detached`), or all given back (`released`). nova mode writes the VirtualInterface rows and
    * the info cache nova-api shows the server's addresses from. Never throws.
    */
   network(uuid: string, change: NetworkChange, ctx: RequestContext): Promise<void>;
@@ -50,6 +53,8 @@ export interface ControlPlane {
   instanceRef(uuid: string): Record<string, unknown>;
   /** The migration argument of a message to another compute host. */
   migrationArg(m: MigrationRecord | DecodedMigration): Record<string, unknown>;
+  /** check_can_live_migrate_destination's answer: `data` as the control plane reads it (nova: a LibvirtLiveMigrateData with the ports' `vifs`). */
+  liveMigrateData(rec: InstanceRecord, data: LiveMigrateData): unknown;
 }
 
 /** The instance as sent between hosts in standalone mode (plain JSON, the form our decoder accepts). */
@@ -110,5 +115,10 @@ export class NotifierControlPlane implements ControlPlane {
 
   migrationArg(m: MigrationRecord | DecodedMigration): Record<string, unknown> {
     return plainMigrationArg(m);
+  }
+
+  /** Standalone hosts hand the driver's data on as it is. */
+  liveMigrateData(_rec: InstanceRecord, data: LiveMigrateData): unknown {
+    return data;
   }
 }

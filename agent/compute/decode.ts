@@ -11,6 +11,7 @@
  */
 import { z } from 'zod';
 import type { Flavor } from '../../model/instance';
+import type { ProviderMapping } from '../../model/network';
 import type { LiveMigrateData } from '../../virt-drivers/types';
 import { arg, type ArgDecoder, type ArgIssue } from '../rpc/endpoint/args';
 
@@ -123,6 +124,24 @@ function valueAt(v: unknown, path: readonly PropertyKey[]): unknown {
 
 const same = <T>(v: T): T => v;
 
+const requestSpecSchema = z.object({
+  flavor: flavorSchema.optional(),
+  requested_resources: z.array(z.object({ requester_id: z.string().nullish(), provider_uuids: z.array(uuid).default([]) })).nullish(),
+});
+
+/** What the agent reads of a RequestSpec. */
+export interface DecodedRequestSpec {
+  readonly flavor: Flavor | undefined;
+  /** Requester (port or request group id) -> providers; absent when the spec has no `requested_resources`. */
+  readonly providerMapping?: ProviderMapping;
+}
+
+function normalizeRequestSpec(s: z.infer<typeof requestSpecSchema> | null): DecodedRequestSpec {
+  const groups = (s?.requested_resources ?? []).filter((g) => !!g.requester_id);
+  const providerMapping = Object.fromEntries(groups.map((g) => [g.requester_id as string, g.provider_uuids]));
+  return { flavor: s?.flavor, ...(groups.length ? { providerMapping } : {}) };
+}
+
 function normalizeInstance(i: z.infer<typeof instanceSchema>): DecodedInstance {
   return {
     uuid: i.uuid,
@@ -150,9 +169,14 @@ export const computeArgs = {
     migrationSchema.extend({ dest_compute: z.string().nullish() }),
     (m): UnplacedMigration => ({ ...m, dest_compute: m.dest_compute || undefined }),
   ),
-  /** nova's RequestSpec: only its flavor is read. */
-  requestSpec: arg.optional(
-    fromSchema('a RequestSpec (object primitive or plain object) or null', z.object({ flavor: flavorSchema.optional() }).nullable(), (s) => ({ flavor: s?.flavor })),
+  /**
+   * nova's RequestSpec: its flavor, and the request group -> provider mapping of
+   * `requested_resources` (nova's `get_request_group_mapping()`: each RequestGroup's
+   * `requester_id` -> `provider_uuids`, filled by nova-conductor from the scheduler's choice; a
+   * port's resource request is such a group).
+   */
+  requestSpec: arg.optional<DecodedRequestSpec, DecodedRequestSpec>(
+    fromSchema('a RequestSpec (object primitive or plain object) or null', requestSpecSchema.nullable(), normalizeRequestSpec),
     { flavor: undefined },
   ),
   /** nova's Selections for a build (`host_list`): each host and the allocation the scheduler claimed for it. */

@@ -14,7 +14,7 @@ import { crashPoint } from '../crash-points';
 import { arrivingRecord, instanceSpec, putInError } from './flow-steps';
 import { placementRequestId, type RequestContext } from './ports';
 import { arrival, failureOf, transition } from './transitions';
-import type { RequestedNetworks } from '../../model/network';
+import type { ProviderMapping, RequestedNetworks } from '../../model/network';
 import type { NetworkFlows } from './network-flows';
 
 /** A build's claim information, from `host_list` selections or the deployment mode. */
@@ -24,6 +24,8 @@ export interface BuildOptions {
   readonly networks?: RequestedNetworks;
   /** `security_groups` for the ports the build creates. */
   readonly securityGroups?: readonly string[];
+  /** `request_spec`'s request group -> provider mapping (ports with a resource request). */
+  readonly providerMapping?: ProviderMapping;
 }
 
 export type LifecycleContext = Pick<
@@ -69,7 +71,8 @@ export class LifecycleFlows {
           await c.notify(rec, 'create.claimed', ctx);
         }
         if (rec.task_state === 'networking') {
-          await c.networking.allocate(rec, inst, opts.networks ?? { kind: 'none' }, opts.securityGroups ?? [], ctx, resuming);
+          const request = { networks: opts.networks ?? { kind: 'none' as const }, securityGroups: opts.securityGroups ?? [], ...(opts.providerMapping ? { providerMapping: opts.providerMapping } : {}) };
+          await c.networking.allocate(rec, inst, request, ctx, resuming);
           transition(rec, 'create.networked');
           await c.save(rec);
           crashPoint('build.networked');

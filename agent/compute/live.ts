@@ -9,9 +9,15 @@
  *                                                      the migration consumer
  *   on failure: the source moves the allocations back in one POST and casts
  *               rollback_live_migration_at_destination; the instance stays ACTIVE on the source.
+ *
+ * Ports move with it through Neutron's port bindings (`agent/network/live-bindings.ts`): the
+ * destination plugs its (inactive) binding's VIFs before QEMU starts there; once the guest runs
+ * there the source activates that binding, unplugs its own VIFs and, last, deletes its binding.
  */
 import { MigrationPreCheckError } from '../../virt-drivers/errors';
 import { movesWithPortsRefused } from '../network/errors';
+import { withNetworkInfo, type InstanceWithPorts } from './decode-network';
+import type { NetworkFlows } from './network-flows';
 import type { LiveMigrateData } from '../../virt-drivers/types';
 import type { DecodedInstance, DecodedMigration } from './decode';
 import type { InstanceRecord, MigrationRecord } from '../../model/instance';
@@ -27,27 +33,39 @@ export type LiveContext = Pick<
   'host' | 'now' | 'locks' | 'claims' | 'driver' | 'peers' | 'controlPlane' | 'log' | 'callTimeoutMs' | 'record' | 'require' | 'save' | 'forget' | 'notify'
 >;
 
-export class LiveFlows {
-  constructor(private readonly c: LiveContext) {}
+/** The network steps a live migration takes (`NetworkFlows`). */
+export type LiveNetworking = Pick<NetworkFlows, 'movesPorts' | 'liveArrive' | 'liveActivate' | 'liveSettle' | 'liveAbandon' | 'dropBindings'>;
 
-  /** Destination: claim, swap, check, and ask the source; returns the migrate data. */
-  checkDestination(inst: DecodedInstance, mig: DecodedMigration, ctx: RequestContext): Promise<LiveMigrateData> {
+export class LiveFlows {
+  constructor(
+    private readonly c: LiveContext,
+    private readonly net: LiveNetworking,
+  ) {}
+
+  /** Destination: claim, swap, check, and ask the source; returns the migrate data, in the control plane's form. */
+  checkDestination(inst: DecodedInstance, mig: DecodedMigration, ctx: RequestContext): Promise<unknown> {
     const c = this.c;
     return c.locks.with(inst.uuid, async () => {
       const existing = c.record(inst.uuid);
       // Once pre_live_migration has run here the migration is under way: a repeated check answers as before.
-      if (existing?.migration?.uuid === mig.uuid && existing.migration.migrate_data && existing.migration.status !== 'accepted') return existing.migration.migrate_data;
+      if (existing?.migration?.uuid === mig.uuid && existing.migration.migrate_data && existing.migration.status !== 'accepted') {
+        return c.controlPlane.liveMigrateData(existing, existing.migration.migrate_data);
+      }
       if (existing?.migration?.uuid === mig.uuid && existing.migration.role === 'dest') {
         // Interrupted by a restart, before it answered or before its answer was journaled: the
         // caller gave up (or gets a refused pre_live_migration), so undo, never redo (a redone
         // check would hold swapped allocations for a live_migration that never comes).
-        await c.claims.revertMove(inst.uuid, mig.uuid);
-        c.claims.release(inst.uuid);
-        await c.driver.rollbackLiveMigrationAtDestination(existing, {}).catch(() => undefined);
-        await c.forget(inst.uuid);
+        await this.undoCheck(existing, mig.uuid);
         throw new Error(`the live-migration check for ${inst.uuid} was interrupted by a restart and has been undone; ask again`);
       }
-      const state = arrival('live_migration_check.dest', existing);
+      if (existing?.migration?.role === 'dest' && existing.migration.uuid !== mig.uuid && existing.migration.status === 'accepted') {
+        // An earlier check answered here and its migration never came (nova's conductor gave up
+        // after it, for instance when Neutron could not bind the ports here): undone, or the
+        // instance could never come to this host again.
+        c.log.warn({ instance: inst.uuid, migration: existing.migration.uuid }, 'an earlier live-migration check to this host was never followed by the migration; undoing it');
+        await this.undoCheck(existing, existing.migration.uuid);
+      }
+      const state = arrival('live_migration_check.dest', c.record(inst.uuid));
       const flavor = inst.flavor;
       if (!flavor) throw new Error('invalid argument instance: instance.flavor: missing');
       const rec = await c.save(
@@ -76,7 +94,7 @@ export class LiveFlows {
         migration.migrate_data = data;
         await c.save(rec);
         crashPoint('live.check.answered');
-        return data;
+        return c.controlPlane.liveMigrateData(rec, data);
       } catch (e) {
         if (swapped) await revertSwapOrLog(c, rec.uuid, mig.uuid);
         c.claims.release(rec.uuid);
@@ -86,6 +104,15 @@ export class LiveFlows {
     });
   }
 
+  /** Destination: a check's claim, swap and record undone (the migration will not come). */
+  private async undoCheck(rec: InstanceRecord, migrationUuid: string): Promise<void> {
+    const c = this.c;
+    await c.claims.revertMove(rec.uuid, migrationUuid);
+    c.claims.release(rec.uuid);
+    await c.driver.rollbackLiveMigrationAtDestination(rec, {}).catch(() => undefined);
+    await c.forget(rec.uuid);
+  }
+
   /** Source: can this instance go? */
   checkSource(uuid: string, data: LiveMigrateData): Promise<LiveMigrateData> {
     const c = this.c;
@@ -93,7 +120,7 @@ export class LiveFlows {
       const rec = c.require(uuid);
       check(rec, 'live_migration_check.source');
       const ports = (rec.network_info ?? []).map((v) => v.id);
-      if (ports.length) throw new MigrationPreCheckError(movesWithPortsRefused(uuid, ports, c.host));
+      if (ports.length && !this.net.movesPorts) throw new MigrationPreCheckError(movesWithPortsRefused(uuid, ports, c.host));
       return c.driver.checkCanLiveMigrateSource(rec, data);
     });
   }
@@ -124,7 +151,9 @@ export class LiveFlows {
       const dest = { host: migration.dest_compute, nodename: migration.dest_compute };
       if (migration.status === 'preparing' || migration.status === 'running') {
         try {
-          const pre = await c.peers.call<LiveMigrateData>(dest.host, 'pre_live_migration', { instance: c.controlPlane.instanceArg(rec), migrate_data: migration.migrate_data ?? data }, ctx, c.callTimeoutMs);
+          // The instance with its ports: the destination binds them and plugs what its binding says.
+          const instance = withNetworkInfo(c.controlPlane.instanceArg(rec), rec.network_info ?? []);
+          const pre = await c.peers.call<LiveMigrateData>(dest.host, 'pre_live_migration', { instance, migrate_data: migration.migrate_data ?? data }, ctx, c.callTimeoutMs);
           migration.status = 'running';
           migration.migrate_data = pre;
           await c.save(rec);
@@ -138,7 +167,13 @@ export class LiveFlows {
         await c.save(rec);
         crashPoint('live.source.migrated');
       }
+      // The guest runs at the destination: its ports are bound there from now on (nova's
+      // migrate_instance_start), and this host's VIFs go with the source QEMU.
+      await this.net.liveActivate(rec, dest.host).catch((e: unknown) =>
+        c.log.error({ instance: uuid, host: dest.host, reason: (e as Error).message }, 'could not activate the ports\' bindings on the destination; the guest runs there, its ports may stay bound here until Neutron is fixed'),
+      );
       await c.driver.postLiveMigration(rec, migration.migrate_data ?? data).catch(() => undefined);
+      if (rec.network_info?.length) await c.driver.unplugVifs(rec, rec.network_info).catch((e: unknown) => c.log.warn({ instance: uuid, reason: (e as Error).message }, 'could not unplug the source VIFs'));
       // The guest runs at the destination now, so nothing can go back: a destination that does not
       // answer (it died mid-call) finishes the request from its journal when it starts again. A
       // refusal it sent still fails the migration here.
@@ -149,6 +184,7 @@ export class LiveFlows {
           c.log.warn({ instance: uuid, reason: e.message }, 'post_live_migration_at_destination did not answer; the destination finishes it from its journal');
         });
       crashPoint('live.source.posted');
+      await this.net.dropBindings(rec, c.host);
       await c.claims.confirmMove(migration.uuid, placementRequestId(ctx));
       crashPoint('live.source.freed');
       await c.forget(uuid);
@@ -164,6 +200,9 @@ export class LiveFlows {
     await c.peers
       .cast(migration.dest_compute, 'rollback_live_migration_at_destination', { instance: c.controlPlane.instanceArg(rec), destroy_disks: true, migrate_data: migration.migrate_data ?? {} }, ctx)
       .catch(() => undefined);
+    // The destination takes its bindings back when the cast reaches it; a destination that never
+    // got as far as pre_live_migration (or is gone) leaves them to the source.
+    await this.net.liveAbandon(rec.uuid, (rec.network_info ?? []).map((v) => v.id), migration.dest_compute);
     const step = failureOf('live_migration_pre.start');
     transition(rec, step);
     rec.allocations = migration.source_allocations ?? rec.allocations;
@@ -172,16 +211,30 @@ export class LiveFlows {
     await c.notify(rec, step, ctx, (e as Error).message);
   }
 
-  /** Destination: start the incoming VM. */
-  preLiveMigration(uuid: string, data: LiveMigrateData): Promise<LiveMigrateData> {
+  /**
+   * Destination: bind the instance's ports here and start the incoming VM with their VIFs. The
+   * data this host answered the check with comes first: a control plane in between (nova's
+   * conductor) passes on only the fields its own object has.
+   */
+  preLiveMigration(instance: InstanceWithPorts, data: LiveMigrateData): Promise<LiveMigrateData> {
     const c = this.c;
+    const uuid = instance.uuid;
     return c.locks.with(uuid, async () => {
       const rec = c.require(uuid);
       check(rec, 'live_migration_pre.dest');
-      (rec.migration as MigrationRecord).status = 'preparing';
+      const migration = rec.migration as MigrationRecord;
+      migration.status = 'preparing';
       await c.save(rec);
       crashPoint('live.dest.prepared');
-      return c.driver.preLiveMigration(instanceSpec(rec), data);
+      await this.net.liveArrive(rec, instance.port_ids, instance.preserved_port_ids);
+      try {
+        return await c.driver.preLiveMigration({ ...instanceSpec(rec), network_info: rec.network_info ?? [] }, { ...data, ...migration.migrate_data });
+      } catch (e) {
+        await this.net.liveAbandon(uuid, instance.port_ids, c.host);
+        rec.network_info = [];
+        await c.save(rec);
+        throw e;
+      }
     });
   }
 
@@ -194,6 +247,9 @@ export class LiveFlows {
       check(rec, 'live_migration_post_dest.end');
       await c.driver.postLiveMigrationAtDestination(rec, rec.migration.migrate_data ?? {});
       crashPoint('live.dest.post');
+      await this.net.liveSettle(rec, ctx).catch((e: unknown) =>
+        c.log.warn({ instance: uuid, reason: (e as Error).message }, "could not take migrating_to out of the ports' profiles or re-read them"),
+      );
       transition(rec, 'live_migration_post_dest.end');
       delete rec.migration;
       await c.save(rec);
@@ -207,6 +263,7 @@ export class LiveFlows {
     return c.locks.with(uuid, async () => {
       const rec = c.record(uuid);
       if (!rec || rec.migration?.role !== 'dest') return;
+      await this.net.liveAbandon(uuid, (rec.network_info ?? []).map((v) => v.id), c.host);
       await c.driver.rollbackLiveMigrationAtDestination(rec, data).catch(() => undefined);
       c.claims.release(uuid);
       await c.forget(uuid);

@@ -2,7 +2,8 @@
  * The compute manager: the facade the method table (`methods.ts`), recovery and the daemon use.
  * It builds the one flow context (`flow-context.ts`) from its dependencies and exposes the entry
  * points: build and terminate (`lifecycle.ts`), the cold and live migration steps (`resize.ts`,
- * `live.ts`), stop, start, reboot and the console (`power.ts`), and the reads (list, show, what is in flight).
+ * `live.ts`), stop, start, reboot and the console (`power.ts`), interface attach and detach
+ * (`interfaces.ts`), and the reads (list, show, what is in flight).
  *
  * Every operation runs under its instance's lock (`locks.ts`), checks the instance's state, and
  * records each transition in the durable store BEFORE the side effect it describes, so recovery
@@ -15,6 +16,7 @@ import type { Logger } from '../../lib/logging/logger';
 import { systemClock, type Clock } from '../../lib/clock';
 import { NetworkService } from '../network/network-api';
 import { InstanceEvents } from './instance-events';
+import { InterfaceFlows } from './interfaces';
 import { NetworkFlows } from './network-flows';
 import type { ClaimService } from '../../tracker/claims/service';
 import type { VirtDriver } from '../../virt-drivers/driver';
@@ -53,7 +55,8 @@ export interface ManagerDeps {
   /** Neutron; absent: an agent without networking (builds that ask for networks fail clearly). */
   readonly network?: NetworkService;
   /** `[DEFAULT] vif_plugging_timeout` (s, default 300) and `vif_plugging_is_fatal` (default true). */
-  readonly vifPlugging?: { readonly timeoutS: number; readonly fatal: boolean };
+  /** `[DEFAULT] vif_plugging_timeout` / `vif_plugging_is_fatal`; `onWait` sees each build's wait (the metrics). */
+  readonly vifPlugging?: { readonly timeoutS: number; readonly fatal: boolean; readonly onWait?: (outcome: string, seconds: number) => void };
   /** Timers of the event waits (tests pass a fake clock). */
   readonly clock?: Clock;
 }
@@ -71,6 +74,8 @@ export class ComputeManager {
   readonly removals: AllocationRemovals;
   /** The network steps, and `external_instance_event`. */
   readonly networking: NetworkFlows;
+  /** `attach_interface`, `detach_interface`. */
+  readonly interfaces: InterfaceFlows;
   private readonly lifecycle: LifecycleFlows;
 
   constructor(readonly deps: ManagerDeps) {
@@ -95,15 +100,19 @@ export class ComputeManager {
       clock: deps.now ?? Date.now,
     });
     const clock = deps.clock ?? systemClock;
+    const network = deps.network ?? new NetworkService({ neutron: undefined, host: deps.host, logger: log, clock });
     this.networking = new NetworkFlows(this.context, {
-      network: deps.network ?? new NetworkService({ neutron: undefined, host: deps.host, logger: log, clock }),
+      network,
       events: new InstanceEvents(clock),
       vifPluggingTimeoutS: deps.vifPlugging?.timeoutS ?? 300,
       vifPluggingIsFatal: deps.vifPlugging?.fatal ?? true,
+      ...(deps.vifPlugging?.onWait ? { onVifWait: deps.vifPlugging.onWait } : {}),
+      clock,
     });
+    this.interfaces = new InterfaceFlows(this.context, network);
     this.lifecycle = new LifecycleFlows({ ...this.context, networking: this.networking });
-    this.resize = new ResizeFlows(this.context);
-    this.live = new LiveFlows(this.context);
+    this.resize = new ResizeFlows(this.context, this.networking);
+    this.live = new LiveFlows(this.context, this.networking);
     this.power = new PowerFlows(this.context);
   }
 

@@ -14,7 +14,7 @@
  */
 import type { ArgsOf, ArgsSpec } from '../rpc/endpoint/args';
 import { ArgumentError, computeArgs as A, unread, type UnplacedMigration, type DecodedMigration } from './decode';
-import { networkArgs as N } from './decode-network';
+import { attachRequest, interfaceArgs as I, networkArgs as N } from './decode-network';
 import { getDiagnostics } from './diagnostics';
 import type { ComputeManager } from './manager';
 import { instanceKey, method, NOVA_COMPUTE_API, type ComputeMethod, type MethodVersions } from './method-table';
@@ -68,7 +68,8 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
         if (!flavor) throw new ArgumentError('invalid argument instance: instance.flavor: missing (and no request_spec.flavor)');
         // A scheduler claimed when the Selection for this host carries an allocation request.
         const claimed = a.host_list.some((s) => s.service_host === host && !!s.allocation_request);
-        return m.build(a.instance, flavor, { claimed, networks: a.requested_networks, securityGroups: a.security_groups }, ctx);
+        const mapping = a.request_spec.providerMapping;
+        return m.build(a.instance, flavor, { claimed, networks: a.requested_networks, securityGroups: a.security_groups, ...(mapping ? { providerMapping: mapping } : {}) }, ctx);
       },
     ),
     row('terminate_instance', { instance: A.instanceRef, ...unread('bdms') }, (a, ctx) => m.terminate(a.instance.uuid, ctx)),
@@ -80,8 +81,8 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     row('resize_instance', { instance: A.instanceRef, migration: A.migration, flavor: A.flavor, ...unread('image', 'clean_shutdown', 'request_spec') }, (a, ctx) =>
       resize.resizeInstance(a.instance.uuid, a.migration, a.flavor, ctx),
     ),
-    row('finish_resize', { instance: A.instanceRef, migration: A.migration, disk_info: A.optionalString, ...unread('image', 'request_spec') }, (a, ctx) =>
-      resize.finishResize(a.instance.uuid, a.migration, a.disk_info ?? '', ctx),
+    row('finish_resize', { instance: N.instanceWithPorts, migration: A.migration, disk_info: A.optionalString, ...unread('image', 'request_spec') }, (a, ctx) =>
+      resize.finishResize(a.instance, a.migration, a.disk_info ?? '', ctx),
     ),
     row('confirm_resize', { instance: A.instanceRef, migration: A.migration }, (a, ctx) => resize.confirmResize(a.instance.uuid, a.migration, ctx)),
     row('revert_resize', { instance: A.instanceRef, migration: A.migration, ...unread('request_spec') }, (a, ctx) => resize.revertResize(a.instance.uuid, a.migration, ctx)),
@@ -95,7 +96,7 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
       if (!dest) throw new ArgumentError('invalid argument migration: migration.dest_compute: missing (and no dest)');
       return live.liveMigration(a.instance.uuid, { ...a.migration, dest_compute: dest }, a.migrate_data, ctx);
     }),
-    row('pre_live_migration', { instance: A.instanceRef, migrate_data: A.migrateData, ...unread('disk', 'block_migration') }, (a) => live.preLiveMigration(a.instance.uuid, a.migrate_data)),
+    row('pre_live_migration', { instance: N.instanceWithPorts, migrate_data: A.migrateData, ...unread('disk', 'block_migration') }, (a) => live.preLiveMigration(a.instance, a.migrate_data)),
     row('post_live_migration_at_destination', { instance: A.instanceRef, ...unread('block_migration') }, (a, ctx) => live.postAtDestination(a.instance.uuid, ctx)),
     row('rollback_live_migration_at_destination', { instance: A.instanceRef, migrate_data: A.migrateData, ...unread('destroy_disks') }, (a) =>
       live.rollbackAtDestination(a.instance.uuid, a.migrate_data),
@@ -114,6 +115,10 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
       },
       (a, ctx) => rebuild(m.context, a.instance.uuid, { imageRef: a.image_ref, recreate: a.recreate === true }, ctx),
     ),
+    row('attach_interface', { instance: I.instance, network_id: I.optionalId, port_id: I.optionalId, requested_ip: I.requestedIp, tag: I.tag }, (a, ctx) =>
+      m.interfaces.attach(a.instance, attachRequest(a), ctx),
+    ),
+    row('detach_interface', { instance: A.instanceRef, port_id: I.portId }, (a, ctx) => m.interfaces.detach(a.instance.uuid, a.port_id, ctx)),
     row('get_console_output', { instance: A.instanceRef, tail_length: A.tailLength }, (a) => m.power.consoleOutput(a.instance.uuid, a.tail_length), read),
     row('get_diagnostics', { instance: A.instanceRef }, (a) => getDiagnostics(m.context, a.instance.uuid), read),
     row('confirm_resize_at_destination', { instance: A.instanceRef, migration: A.migration }, (a) => resize.confirmAtDestination(a.instance.uuid, a.migration.uuid), agent),

@@ -9,11 +9,15 @@
  *   dest   revert_resize        destroy the dest copy; cast finish_revert_resize
  *   source finish_revert_resize ONE POST /allocations: instance <- migration's; finish_revert_migration
  *
+ * Ports move with the instance as in nova: the source unplugs them with the power off and names
+ * them in finish_resize's instance (its info cache); the destination binds them to itself before
+ * it starts the guest; confirm deletes the source's binding (gone already after the PUT, so a 404);
+ * a revert binds them back to the source, which starts the guest and waits for its ports' events.
+ *
  * Without nova's database the two hosts tell each other the outcome of confirm
  * (`confirm_resize_at_destination`) and of a failed source step (`drop_move_claim_at_destination`).
  * In nova mode the conductor has already swapped the allocations; prep_resize then verifies.
  */
-import { movesWithPortsRefused } from '../network/errors';
 import type { MigrationRef } from '../../virt-drivers/types';
 import type { DecodedInstance, DecodedMigration } from './decode';
 import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
@@ -23,6 +27,8 @@ import { placementRequestId, type RequestContext } from './ports';
 import { arrivingRecord, claimMoveDestination, instanceSpec, putInError, revertSwapOrLog } from './flow-steps';
 import { plainMigrationArg } from './control-plane';
 import { arrival, check, failureOf, reached, transition } from './transitions';
+import type { NetworkFlows } from './network-flows';
+import { withNetworkInfo, type InstanceWithPorts } from './decode-network';
 
 /** The agent-only namespace for messages nova has no equivalent of (its database does the job). */
 export const AGENT_NAMESPACE = 'compute_agent';
@@ -37,7 +43,10 @@ export type ResizeContext = Pick<
 >;
 
 export class ResizeFlows {
-  constructor(private readonly c: ResizeContext) {}
+  constructor(
+    private readonly c: ResizeContext,
+    private readonly networking: Pick<NetworkFlows, 'moveHere' | 'dropBindings' | 'startAndWait'>,
+  ) {}
 
   /** Destination: claim and swap the allocations, then ask the source to move the disk. */
   prepResize(inst: DecodedInstance, flavor: Flavor, mig: DecodedMigration, ctx: RequestContext, oldVmState: string | undefined): Promise<void> {
@@ -118,8 +127,6 @@ export class ResizeFlows {
       const migration = rec.migration;
       if (migration.status === 'migrating') {
         try {
-          const ports = (rec.network_info ?? []).map((v) => v.id);
-          if (ports.length) throw new Error(movesWithPortsRefused(uuid, ports, c.host));
           const disk = await c.driver.migrateDiskAndPowerOff(rec, migrationRef(migration), flavor);
           migration.disk_info = disk.diskInfo;
           crashPoint('resize.source.moved');
@@ -132,7 +139,7 @@ export class ResizeFlows {
         await c.notify(rec, 'resize.end', ctx);
       }
       await c.peers.cast(migration.dest_compute, 'finish_resize', {
-        instance: c.controlPlane.instanceArg(rec, flavor),
+        instance: withNetworkInfo(c.controlPlane.instanceArg(rec, flavor), rec.network_info ?? []),
         migration: c.controlPlane.migrationArg(migration),
         disk_info: migration.disk_info ?? '',
       }, ctx);
@@ -152,9 +159,10 @@ export class ResizeFlows {
     await c.peers.cast(migration.dest_compute, 'drop_move_claim_at_destination', { instance: c.controlPlane.instanceArg(rec), migration: c.controlPlane.migrationArg(migration) }, ctx);
   }
 
-  /** Destination: start the moved instance; it is RESIZED here until confirmed or reverted. */
-  finishResize(uuid: string, mig: DecodedMigration, diskInfo: string, ctx: RequestContext): Promise<void> {
+  /** Destination: bind its ports here, start the moved instance; it is RESIZED here until confirmed or reverted. */
+  finishResize(instance: InstanceWithPorts, mig: DecodedMigration, diskInfo: string, ctx: RequestContext): Promise<void> {
     const c = this.c;
+    const uuid = instance.uuid;
     return c.locks.with(uuid, async () => {
       const rec = c.require(uuid);
       if (reached(rec, 'resize_finish.end', mig.uuid)) return; // finished before (a redelivery)
@@ -163,7 +171,14 @@ export class ResizeFlows {
       crashPoint('resize.finish.recorded');
       await c.notify(rec, 'resize_finish.start', ctx);
       try {
-        await c.driver.finishMigration(instanceSpec(rec), migrationRef(migration), { diskInfo }, { powerOn: migration.old_vm_state !== 'stopped' });
+        await this.networking.moveHere(rec, instance.port_ids, ctx, instance.preserved_port_ids);
+      } catch (e) {
+        await putInError(c, rec, `finish_migration failed: the ports could not be bound to ${c.host}: ${(e as Error).message}`, ctx, failureOf('resize_finish.end'));
+        return;
+      }
+      try {
+        const spec = { ...instanceSpec(rec), network_info: rec.network_info ?? [] };
+        await c.driver.finishMigration(spec, migrationRef(migration), { diskInfo }, { powerOn: migration.old_vm_state !== 'stopped' });
       } catch (e) {
         await putInError(c, rec, `finish_migration failed: ${(e as Error).message}`, ctx, failureOf('resize_finish.end'));
         return;
@@ -187,6 +202,7 @@ export class ResizeFlows {
         await c.save(rec);
         crashPoint('confirm.recorded');
         await c.driver.confirmMigration(rec, migrationRef(migration));
+        await this.networking.dropBindings(rec, c.host);
         crashPoint('confirm.driver');
         await c.claims.confirmMove(migration.uuid, placementRequestId(ctx));
         crashPoint('confirm.freed');
@@ -249,7 +265,13 @@ export class ResizeFlows {
       crashPoint('revert.source.recorded');
       await c.claims.revertMove(uuid, migration.uuid, placementRequestId(ctx));
       crashPoint('revert.source.swapped');
-      await c.driver.finishRevertMigration(rec, migrationRef(migration), { powerOn: migration.old_vm_state !== 'stopped' });
+      // The ports come back before the guest starts; a Neutron failure here is logged and the
+      // revert goes on (the guest is back on its own disk either way, its ports' binding repaired
+      // by the next move or by an operator), so that the instance never stays in a task state.
+      await this.networking.moveHere(rec, (rec.network_info ?? []).map((v) => v.id), ctx).catch((e: unknown) =>
+        c.log.error({ instance: uuid, err: e instanceof Error ? e.message : String(e) }, 'could not bind the ports back to this host on revert'),
+      );
+      await this.networking.startAndWait(rec, () => c.driver.finishRevertMigration(rec, migrationRef(migration), { powerOn: migration.old_vm_state !== 'stopped' }));
       crashPoint('revert.source.spawned');
       transition(rec, 'resize_revert.end');
       rec.flavor = migration.old_flavor ?? rec.flavor;

@@ -26,6 +26,8 @@ export const OPERATIONS = {
   start_instance: 'start',
   reboot_instance: 'reboot',
   rebuild_instance: 'rebuild',
+  attach_interface: 'attach an interface to',
+  detach_interface: 'detach an interface from',
   _sync_power_states: 'sync the power state of',
   init_host: 'recover',
   unsupported_method: 'run a method the agent does not implement on',
@@ -57,11 +59,14 @@ export interface TargetState {
  * nova holds it; 'old_flavor', its old_flavor, or its flavor without one; 'new_flavor', the flavor
  * the move goes to (its new_flavor, or prep_resize's flavor); 'new_flavor_field' and
  * 'old_flavor_field', the same-named size of that flavor (`instance_type_id`: its id), as nova's
- * `_set_instance_info` copies a flavor onto the Instance; or the literal null or number. nova (2023.2 on) writes a node's id wherever it writes the node: `compute_id` beside an
+ * `_set_instance_info` copies a flavor onto the Instance; 'migration_context', a MigrationContext
+ * naming the move's Migration (nova-api sends an instance's external events to the hosts of its
+ * migration context's Migration as well as to its host: a revert's source waits for its ports'
+ * events while the Instance's host is still the destination); or the literal null or number. nova (2023.2 on) writes a node's id wherever it writes the node: `compute_id` beside an
  * Instance's `node`, `dest_compute_id` beside a Migration's `dest_node`; an object version without
  * the field (Zed's) does not get it.
  */
-export type NovaValue = 'state' | 'now' | 'this_host' | 'this_ip' | 'this_node_id' | 'move_dest' | 'move_dest_node_id' | 'flavor' | 'old_flavor' | 'new_flavor' | 'new_flavor_field' | 'old_flavor_field' | null | number;
+export type NovaValue = 'state' | 'now' | 'this_host' | 'this_ip' | 'this_node_id' | 'move_dest' | 'move_dest_node_id' | 'flavor' | 'old_flavor' | 'new_flavor' | 'new_flavor_field' | 'old_flavor_field' | 'migration_context' | null | number;
 
 /** One `Instance.save`: the fields in the order nova sets them, and the `expected_task_state` it checks (absent: none). */
 export interface NovaInstanceSave {
@@ -76,7 +81,15 @@ export interface NovaInstanceSave {
 export type NovaHook = 'stash_new_flavor' | 'destroy' | 'forget_instance';
 
 /** nova-compute's `InstanceActionEvent` names (`wrap_instance_event(prefix='compute')` on each method). */
-export type ActionEvent = 'compute__do_build_and_run_instance' | 'compute_terminate_instance' | 'compute_stop_instance' | 'compute_start_instance' | 'compute_reboot_instance' | 'compute_rebuild_instance';
+export type ActionEvent =
+  | 'compute__do_build_and_run_instance'
+  | 'compute_terminate_instance'
+  | 'compute_stop_instance'
+  | 'compute_start_instance'
+  | 'compute_reboot_instance'
+  | 'compute_rebuild_instance'
+  | 'compute_attach_interface'
+  | 'compute_detach_interface';
 
 /** What nova-compute writes at a step, in this order: Migration, Instance saves, hook, scheduler fanout, action event. */
 export interface NovaWrites {

@@ -37,6 +37,10 @@ const REBUILD = 'compute_rebuild_instance';
 /** nova's API reboots ACTIVE servers, and STOPPED and ERROR ones hard. */
 const REBOOTABLE = ['active', 'stopped', 'error'] as const;
 const REBOOTING = ['reboot_started', 'reboot_started_hard'] as const;
+const ATTACH = 'compute_attach_interface';
+const DETACH = 'compute_detach_interface';
+/** nova's API attaches and detaches interfaces of ACTIVE, PAUSED and STOPPED servers with no task (this agent has no PAUSED). */
+const INTERFACES = { vm: ['active', 'stopped'], task: [null], move: 'none' } as const satisfies StatePattern;
 /** nova's reboot task states (`soft_reboot_states`, `hard_reboot_states`): a soft reboot of a guest that is down is done hard, so either may be found. */
 const NOVA_REBOOTING = ['rebooting', 'reboot_pending', 'reboot_started', 'rebooting_hard', 'reboot_pending_hard', 'reboot_started_hard'];
 
@@ -59,7 +63,8 @@ export const TRANSITIONS = table({
   },
   'create.error': {
     method: 'build_and_run_instance', from: { vm: ['building'], task: 'any' }, to: { vm: 'error', task: null }, notify: 'ERROR',
-    nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], event: { name: BUILD, phase: 'finish', failure: 'build failed' }, usage: true },
+    // The fault is what `server show` gives as the reason (nova-compute adds one for a failed build).
+    nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: BUILD, phase: 'finish', failure: 'build failed' }, usage: true },
   },
   // ---- delete ----
   'delete.start': { method: 'terminate_instance', from: { vm: 'any', task: 'any' }, to: { task: 'deleting' }, notify: 'INFO', nova: { event: { name: DELETE, phase: 'start' } } },
@@ -76,7 +81,12 @@ export const TRANSITIONS = table({
   'resize_prep.start': { method: 'prep_resize', from: 'new', to: { vm: 'old', task: 'resize_prep' }, onFailure: 'resize_prep.error', notify: 'INFO' },
   'resize_prep.end': {
     method: 'prep_resize', from: { vm: MOVED, task: ['resize_prep'], move: 'dest' }, to: {}, onFailure: 'resize_prep.error', notify: 'INFO',
-    nova: { migration: { set: { dest_compute: 'this_host', dest_node: 'this_host', dest_compute_id: 'this_node_id', dest_host: 'this_ip' }, status: 'pre-migrating' }, hook: 'stash_new_flavor', usage: true },
+    nova: {
+      migration: { set: { dest_compute: 'this_host', dest_node: 'this_host', dest_compute_id: 'this_node_id', dest_host: 'this_ip' }, status: 'pre-migrating' },
+      instance: [{ set: { migration_context: 'migration_context' } }],
+      hook: 'stash_new_flavor',
+      usage: true,
+    },
   },
   /** The destination's claim failed: it drops its record. */
   'resize_prep.error': { method: 'prep_resize', from: { vm: MOVED, task: ['resize_prep'], move: 'dest' }, to: { task: null }, notify: 'ERROR', nova: { migration: { status: 'error' }, instance: [{ set: { task_state: 'state' } }] } },
@@ -101,11 +111,11 @@ export const TRANSITIONS = table({
     method: 'finish_resize', from: { vm: [...MOVED, 'error'], task: ['resize_finish'], move: 'dest' }, to: { vm: 'resized', task: null, power: 'old' }, onFailure: 'resize_finish.error', notify: 'INFO',
     nova: { migration: { status: 'finished' }, instance: [{ set: { vm_state: 'state', task_state: 'state', power_state: 'state', launched_at: 'now' }, expected: 'resize_finish' }] },
   },
-  'resize_finish.error': { method: 'finish_resize', from: { vm: 'any', task: ['resize_finish'], move: 'dest' }, to: { vm: 'error', task: null }, notify: 'ERROR', nova: { migration: { status: 'error' }, instance: [{ set: { vm_state: 'state', task_state: 'state' } }] } },
+  'resize_finish.error': { method: 'finish_resize', from: { vm: 'any', task: ['resize_finish'], move: 'dest' }, to: { vm: 'error', task: null }, notify: 'ERROR', nova: { migration: { status: 'error' }, instance: [{ set: { vm_state: 'state', task_state: 'state' } }], fault: true } },
   // ---- confirm: the source drops its copy, then tells the destination ----
   'resize_confirm.end': {
     method: 'confirm_resize', from: { vm: MOVED, task: ['resize_migrated'], move: 'source' }, to: { vm: 'old', task: null }, notify: 'INFO',
-    nova: { migration: { status: 'confirmed' }, instance: [{ set: { vm_state: 'state', task_state: 'state', old_flavor: null, new_flavor: null }, expected: [null, 'deleting', 'soft-deleting'] }], usage: true },
+    nova: { migration: { status: 'confirmed' }, instance: [{ set: { vm_state: 'state', task_state: 'state', old_flavor: null, new_flavor: null, migration_context: null }, expected: [null, 'deleting', 'soft-deleting'] }], usage: true },
   },
   'resize_confirm.dest': { method: 'confirm_resize_at_destination', from: { vm: ['resized', 'error'], task: [null], move: 'dest' }, to: { vm: 'old', task: null }, notify: 'none' },
   // ---- revert: the destination drops its copy, then the source takes the instance back ----
@@ -114,7 +124,7 @@ export const TRANSITIONS = table({
   'resize_revert.end': {
     method: 'finish_revert_resize', from: { vm: MOVED, task: ['resize_migrated'], move: 'source' }, to: { vm: 'old', task: null, power: 'old' }, notify: 'INFO',
     nova: {
-      instance: [{ set: { host: 'this_host', node: 'this_host', compute_id: 'this_node_id', vm_state: 'state', task_state: 'state', power_state: 'state', launched_at: 'now', ...OLD_SIZES, flavor: 'old_flavor', old_flavor: null, new_flavor: null }, expected: 'resize_reverting' }],
+      instance: [{ set: { host: 'this_host', node: 'this_host', compute_id: 'this_node_id', vm_state: 'state', task_state: 'state', power_state: 'state', launched_at: 'now', ...OLD_SIZES, flavor: 'old_flavor', old_flavor: null, new_flavor: null, migration_context: null }, expected: 'resize_reverting' }],
       usage: true,
     },
   },
@@ -195,6 +205,13 @@ export const TRANSITIONS = table({
     method: '_sync_power_states', from: { vm: ['active'], task: [null], move: 'none' }, to: { vm: 'stopped', task: null, power: 'shutdown' }, notify: 'INFO',
     nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: [null] }] },
   },
+  // ---- attach and detach an interface (`interfaces.ts`): no state changes; a failure records the fault ----
+  'interface_attach.start': { method: 'attach_interface', from: INTERFACES, to: {}, onFailure: 'interface_attach.error', notify: 'INFO', nova: { event: { name: ATTACH, phase: 'start' } } },
+  'interface_attach.end': { method: 'attach_interface', from: INTERFACES, to: {}, notify: 'INFO', nova: { event: { name: ATTACH, phase: 'finish' } } },
+  'interface_attach.error': { method: 'attach_interface', from: INTERFACES, to: {}, notify: 'ERROR', nova: { fault: true, event: { name: ATTACH, phase: 'finish', failure: 'attach failed' } } },
+  'interface_detach.start': { method: 'detach_interface', from: INTERFACES, to: {}, onFailure: 'interface_detach.error', notify: 'INFO', nova: { event: { name: DETACH, phase: 'start' } } },
+  'interface_detach.end': { method: 'detach_interface', from: INTERFACES, to: {}, notify: 'INFO', nova: { event: { name: DETACH, phase: 'finish' } } },
+  'interface_detach.error': { method: 'detach_interface', from: INTERFACES, to: {}, notify: 'ERROR', nova: { fault: true, event: { name: DETACH, phase: 'finish', failure: 'detach failed' } } },
   // ---- a compute method the agent does not implement (`unsupported.ts`) ----
   /** A cast: the instance goes to ERROR, its task cleared, with a fault naming the method. */
   'unsupported.error': {

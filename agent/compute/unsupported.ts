@@ -45,7 +45,6 @@ const call = (...args: string[]): Unsupported => ({ kind: 'call', args });
 export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   add_fixed_ip_to_instance: cast('network_id'),
   attach_volume: cast('bdm'),
-  detach_interface: cast('port_id'),
   detach_volume: cast('volume_id', 'attachment_id'),
   inject_network_info: cast(),
   pause_instance: cast(),
@@ -71,7 +70,6 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   unquiesce_instance: sideCast('mapping'),
   volume_snapshot_create: sideCast('volume_id', 'create_info'),
   volume_snapshot_delete: sideCast('volume_id', 'snapshot_id', 'delete_info'),
-  attach_interface: call('network_id', 'port_id', 'requested_ip', 'tag'),
   check_instance_shared_storage: call('data'),
   confirm_snapshot_based_resize_at_source: call('migration'),
   finish_snapshot_based_resize_at_dest: call('migration', 'snapshot_id', 'request_spec'),

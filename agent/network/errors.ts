@@ -75,6 +75,34 @@ export class NetworkRequestError extends NeutronError {
   }
 }
 
+/** A port the user gave belongs to another device (or, for an attach, is this instance's already). */
+export class PortInUseError extends NetworkRequestError {
+  constructor(readonly portId: string, readonly deviceId: string) {
+    super(`port ${portId} is in use by ${deviceId}`);
+    this.name = 'PortInUseError';
+  }
+}
+
+/** A requested network Neutron does not have, or does not show the agent's user. */
+export class NetworkNotFoundError extends NetworkRequestError {
+  constructor(readonly networkId: string) {
+    super(`network ${networkId} could not be found in Neutron (or is not visible to the agent's user)`);
+    this.name = 'NetworkNotFoundError';
+  }
+}
+
+/**
+ * A port with a resource request (minimum-bandwidth QoS) whose request group cannot be tied to the
+ * provider the scheduler took it from: binding it without `binding:profile.allocation` naming
+ * that provider would give the guest a port without its guarantee.
+ */
+export class PortAllocationError extends NeutronError {
+  constructor(readonly portId: string, readonly groupId: string, why: string) {
+    super(`port ${portId}: cannot name the resource provider of its request group ${groupId} in binding:profile.allocation: ${why}`);
+    this.name = 'PortAllocationError';
+  }
+}
+
 /** Networks were asked for, but the agent has no Neutron to ask (`[placement] auth_type = noauth` and no `[neutron] endpoint_override`). */
 export class NetworkNotConfiguredError extends NeutronError {
   constructor() {
@@ -97,5 +125,5 @@ export class VifPlugTimeoutError extends NeutronError {
 
 /** The words for a move of a server with ports, which this agent does not make yet (its ports would stay bound here). */
 export function movesWithPortsRefused(instance: string, ports: readonly string[], host: string): string {
-  return `instance ${instance} has ports (${ports.join(', ')}): this agent does not move servers with ports yet; their bindings would stay on ${host}`;
+  return `instance ${instance} has ports (${ports.join(', ')}) but host ${host} has no Neutron configured ([neutron] section) to move their bindings with`;
 }

@@ -13,10 +13,10 @@ import { NoAuth, type AuthProvider } from '../../tracker/placement/auth';
 import { serviceAuthFromConfig } from '../../tracker/placement/factory';
 import { NodeHttpTransport } from '../../tracker/placement/transport';
 import { NetworkService } from './network-api';
-import { NeutronHttpClient } from './neutron-http';
+import { NeutronHttpClient, type NeutronHttpOptions } from './neutron-http';
 
-/** The network service for `config`; `onRequest` counts Neutron requests (the bench). */
-export function networkFromConfig(config: AgentConfig, logger: Logger, clock: Clock, onRequest?: (method: string, route: string) => void): NetworkService {
+/** The network service for `config`; `hooks.onAnswer` sees each Neutron request's outcome (the metrics). */
+export function networkFromConfig(config: AgentConfig, logger: Logger, clock: Clock, hooks: Pick<NeutronHttpOptions, 'onAnswer'> = {}): NetworkService {
   const n = config.neutron;
   const auth: AuthProvider | undefined =
     serviceAuthFromConfig(config, { serviceType: 'network', section: 'neutron', interfaces: n.valid_interfaces, endpointOverride: n.endpoint_override, regionName: n.region_name }) ??
@@ -27,7 +27,7 @@ export function networkFromConfig(config: AgentConfig, logger: Logger, clock: Cl
         transport: new NodeHttpTransport({ timeoutMs: n.timeout * 1000, ...(config.placement.cafile ? { ca: readFileSync(config.placement.cafile) } : {}) }),
         retries: n.http_retries,
         clock,
-        ...(onRequest ? { onRequest } : {}),
+        ...(hooks.onAnswer ? { onAnswer: hooks.onAnswer } : {}),
       })
     : undefined;
   return new NetworkService({ neutron, host: config.DEFAULT.host, logger: logger.child({ component: 'network' }), clock });

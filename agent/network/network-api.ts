@@ -9,15 +9,17 @@
  * project explicitly (`tenant_id`), which Neutron allows an admin.
  *
  * Contracts: `allocate` leaves nothing behind when it throws (ports it created are deleted, ports
- * the user gave are unbound); `deallocate` is idempotent; none of them plugs anything (the virt
+ * the user gave are unbound); `deallocate` and `deallocatePort` are idempotent; none of them plugs anything (the virt
  * driver does). Neutron's outages surface as `NeutronUnavailableError` after the client's retries.
  */
 import type { Clock } from '../../lib/clock';
 import type { Logger } from '../../lib/logging/logger';
 import type { NetworkInfo, RequestedNetworks, Vif } from '../../model/network';
-import { NetworkNotConfiguredError, NetworkRequestError, PortBindingFailedError } from './errors';
+import { NetworkNotConfiguredError, NetworkNotFoundError, NetworkRequestError, NeutronNotFoundError, PortBindingFailedError, PortInUseError } from './errors';
 import type { NeutronApi, NeutronNetwork, NeutronPort } from './neutron-api';
-import { vifOf } from './vif-model';
+import { bindingAllocation, movedProfile, portResourceRequest, type PortPlacement } from './port-allocation';
+import { LiveBindings } from './live-bindings';
+import { profileWithout, vifsFor } from './port-vifs';
 
 /** The instance a network call is for. */
 export interface NetworkOwner {
@@ -58,12 +60,19 @@ export class NetworkService {
     return this.o.neutron !== undefined;
   }
 
+  /** A live migration's port bindings (`live-bindings.ts`). @throws NetworkNotConfiguredError */
+  get live(): LiveBindings {
+    return new LiveBindings({ neutron: this.neutronOrThrow(), host: this.o.host, logger: this.o.logger });
+  }
+
   /**
    * `allocate_for_instance`: the ports of `requested` (created on networks, or the user's own),
-   * owned by the instance and bound to this host, as VIFs in request order. `none` is `[]`.
-   * @throws NetworkNotConfiguredError, NetworkRequestError, PortBindingFailedError, NeutronError
+   * owned by the instance and bound to this host, as VIFs in request order. `none` is `[]`. A
+   * user's port with a resource request is bound with `binding:profile.allocation` naming the
+   * provider(s) `placement` says the scheduler took its resources from (`port-allocation.ts`).
+   * @throws NetworkNotConfiguredError, NetworkRequestError, PortBindingFailedError, PortAllocationError, NeutronError
    */
-  async allocate(owner: NetworkOwner, requested: RequestedNetworks, securityGroups: readonly string[]): Promise<NetworkInfo> {
+  async allocate(owner: NetworkOwner, requested: RequestedNetworks, securityGroups: readonly string[], placement: PortPlacement = { allocations: {} }): Promise<NetworkInfo> {
     if (requested.kind === 'none') return [];
     const neutron = this.neutronOrThrow();
     if (requested.kind === 'auto') {
@@ -73,13 +82,17 @@ export class NetworkService {
     for (const r of requested.requests) {
       if (r.kind !== 'port') continue;
       const port = await neutron.getPort(r.port_id);
-      if (port.device_id && port.device_id !== owner.uuid) throw new NetworkRequestError(`port ${port.id} is in use by ${port.device_id}`);
+      if (port.device_id && port.device_id !== owner.uuid) throw new PortInUseError(port.id, port.device_id);
       userPorts.set(port.id, port);
     }
     const networkIds = [...new Set(requested.requests.map((r) => (r.kind === 'network' ? r.network_id : (userPorts.get(r.port_id)?.network_id ?? ''))))];
     const networks = new Map((await neutron.listNetworks(networkIds)).map((n) => [n.id, n]));
-    for (const id of networkIds) if (!networks.has(id)) throw new NetworkRequestError(`network ${id} could not be found in Neutron (or is not visible to the agent's user)`);
+    for (const id of networkIds) if (!networks.has(id)) throw new NetworkNotFoundError(id);
     const groups = await this.securityGroupIds(owner, securityGroups);
+    // Which provider fulfils each user port's resource request, decided before anything is written
+    // (nova does it before it creates ports); ports the build creates carry none (refused below).
+    const allocations = new Map<string, ReturnType<typeof bindingAllocation>>();
+    for (const port of userPorts.values()) allocations.set(port.id, bindingAllocation(port, placement));
 
     const created: string[] = [];
     const taken: string[] = [];
@@ -99,7 +112,7 @@ export class NetworkService {
           ...(r.address ? { fixed_ips: [{ ip_address: r.address }] } : {}),
         });
         created.push(port.id);
-        if (hasResourceRequest(port)) {
+        if (portResourceRequest(port)) {
           throw new NetworkRequestError(`network ${r.network_id} has a QoS policy with a minimum guarantee; create the port first and boot with it (--port)`);
         }
         ports.push(port);
@@ -108,10 +121,12 @@ export class NetworkService {
       const bound: NeutronPort[] = [];
       for (const port of ports) {
         if (!created.includes(port.id)) taken.push(port.id);
+        const allocation = allocations.get(port.id);
         const updated = await neutron.updatePort(port.id, {
           device_id: owner.uuid,
           device_owner: `compute:${owner.availability_zone}`,
           'binding:host_id': this.o.host,
+          ...(allocation === undefined ? {} : { 'binding:profile': { ...port['binding:profile'], allocation } }),
           ...(dns ? { dns_name: dnsLabel(owner.hostname) } : {}),
         });
         const vifType = updated['binding:vif_type'];
@@ -141,6 +156,33 @@ export class NetworkService {
   }
 
   /**
+   * `deallocate_port_for_instance` (an interface detached): deletes the port, or, `preserved` (the
+   * user's), unbinds and releases it. A port already gone is fine, as nova has it.
+   * @throws NetworkNotConfiguredError, NeutronError (the port is left as it was)
+   */
+  async deallocatePort(instanceUuid: string, portId: string, preserved: boolean): Promise<void> {
+    const neutron = this.neutronOrThrow();
+    if (!preserved) {
+      if (!(await neutron.deletePort(portId))) this.o.logger.info({ instance: instanceUuid, port: portId }, 'port already gone from Neutron');
+      return;
+    }
+    const port = await neutron.getPort(portId).catch((e: unknown) => {
+      if (e instanceof NeutronNotFoundError) return undefined;
+      throw e;
+    });
+    if (!port) {
+      this.o.logger.info({ instance: instanceUuid, port: portId }, 'port already gone from Neutron');
+      return;
+    }
+    await this.unbind(neutron, port, (await this.extensions()).has('dns-integration'));
+  }
+
+  /** The ids of the ports Neutron has for the instance (`device_id`). @throws NetworkNotConfiguredError, NeutronError */
+  async portIdsOf(instanceUuid: string): Promise<string[]> {
+    return (await this.neutronOrThrow().listPorts({ device_id: instanceUuid })).map((p) => p.id);
+  }
+
+  /**
    * `get_instance_nw_info`: the instance's ports as Neutron has them now, in the order of
    * `previous` (new ports last); `preserve_on_delete` is kept from `previous`.
    */
@@ -151,6 +193,48 @@ export class NetworkService {
     ports.sort((a, b) => (order.get(a.id) ?? Number.MAX_SAFE_INTEGER) - (order.get(b.id) ?? Number.MAX_SAFE_INTEGER));
     const networks = new Map((await neutron.listNetworks([...new Set(ports.map((p) => p.network_id))])).map((n) => [n.id, n]));
     return this.vifsOf(ports, networks, new Set(previous.filter((v) => v.preserve_on_delete).map((v) => v.id)));
+  }
+
+  /**
+   * `migrate_instance_finish` (nova `_update_port_binding_for_instance`): the ports `portIds` of a
+   * moved instance bound to this host (`binding:host_id`, `migrating_to` out of the profile; the
+   * rest of the profile and `device_owner` kept), as VIFs in that order. Nova sends this PUT on
+   * the destination of a cold migration and on the source of a revert. `preserved`: the user's ports.
+   * A port with a resource request gets `binding:profile.allocation` naming the provider of this
+   * host that `placement` (the instance's allocations here) holds its request on, as nova's
+   * `provider_mappings` do; where none can be told, it keeps the one it had, with a warning.
+   * @throws PortBindingFailedError (nothing is undone: the caller's move fails and reverts), NeutronError
+   */
+  async bindHere(instanceUuid: string, portIds: readonly string[], preserved: ReadonlySet<string>, placement?: PortPlacement): Promise<NetworkInfo> {
+    const neutron = this.neutronOrThrow();
+    const bound: NeutronPort[] = [];
+    for (const id of portIds) {
+      const port = await neutron.getPort(id);
+      const profile = movedProfile(port, placement, (reason) =>
+        this.o.logger.warn({ instance: instanceUuid, port: id, reason }, "the moved port's allocation cannot be tied to a provider here; its binding:profile.allocation is left as it was"),
+      );
+      const updated = await neutron.updatePort(id, { 'binding:host_id': this.o.host, ...profile });
+      const vifType = updated['binding:vif_type'];
+      if (vifType === 'binding_failed' || vifType === 'unbound') throw new PortBindingFailedError(updated.id, this.o.host, vifType);
+      bound.push(updated);
+    }
+    this.o.logger.info({ instance: instanceUuid, ports: portIds }, 'ports of a moved instance bound to this host');
+    const networks = new Map((await neutron.listNetworks([...new Set(bound.map((p) => p.network_id))])).map((n) => [n.id, n]));
+    return this.vifsOf(bound, networks, preserved);
+  }
+
+  /**
+   * `setup_networks_on_host(host, teardown=True)` after a confirmed move: the ports' bindings to
+   * `host` (the source) deleted, a missing one (404: the PUT of `bindHere` replaced it) ignored.
+   * Failures are logged, never thrown: the move is confirmed whatever Neutron says.
+   */
+  async dropBindings(instanceUuid: string, portIds: readonly string[], host: string): Promise<void> {
+    if (!this.o.neutron) return;
+    for (const id of portIds) {
+      await this.o.neutron.deleteBinding(id, host).catch((e: unknown) =>
+        this.o.logger.warn({ instance: instanceUuid, port: id, host, err: e instanceof Error ? e.message : String(e) }, "could not delete the port's binding to the old host"),
+      );
+    }
   }
 
   /** Deletes `created`, unbinds `taken`; each failure is logged and the rest still done. @throws the first failure when `strict` */
@@ -168,13 +252,14 @@ export class NetworkService {
     };
     for (const id of created) await attempt('delete', id, () => neutron.deletePort(id));
     for (const id of taken) {
-      await attempt('unbind', id, async () => {
-        const port = await neutron.getPort(id);
-        const profile = Object.fromEntries(Object.entries(port['binding:profile']).filter(([k]) => !HOST_PROFILE_KEYS.includes(k)));
-        await neutron.updatePort(id, { device_id: '', device_owner: '', 'binding:host_id': null, 'binding:profile': profile, ...(dns ? { dns_name: '' } : {}) });
-      });
+      await attempt('unbind', id, async () => this.unbind(neutron, await neutron.getPort(id), dns));
     }
     if (strict && first !== undefined) throw first;
+  }
+
+  /** nova's `_unbind_ports`: the port released (no device, no host, the host's profile keys gone). */
+  private async unbind(neutron: NeutronApi, port: NeutronPort, dns: boolean): Promise<void> {
+    await neutron.updatePort(port.id, { device_id: '', device_owner: '', 'binding:host_id': null, ...profileWithout(port, HOST_PROFILE_KEYS), ...(dns ? { dns_name: '' } : {}) });
   }
 
   /** Security group names or ids as ids; the lone `default` is left to Neutron. @throws NetworkRequestError */
@@ -193,17 +278,8 @@ export class NetworkService {
     });
   }
 
-  private async vifsOf(ports: readonly NeutronPort[], networks: ReadonlyMap<string, NeutronNetwork>, preserved: ReadonlySet<string>): Promise<Vif[]> {
-    const neutron = this.neutronOrThrow();
-    const subnets = new Map((await neutron.listSubnets([...new Set(ports.flatMap((p) => p.fixed_ips.map((f) => f.subnet_id)))])).map((s) => [s.id, s]));
-    const vifs: Vif[] = [];
-    for (const port of ports) {
-      const network = networks.get(port.network_id);
-      if (!network) continue;
-      const floatingIps = port.fixed_ips.length ? await neutron.listFloatingIps(port.id) : [];
-      vifs.push(vifOf(port, { network, subnets, floatingIps, preserveOnDelete: preserved.has(port.id) }));
-    }
-    return vifs;
+  private vifsOf(ports: readonly NeutronPort[], networks: ReadonlyMap<string, NeutronNetwork>, preserved: ReadonlySet<string>): Promise<Vif[]> {
+    return vifsFor(this.neutronOrThrow(), ports, preserved, networks);
   }
 
   private async extensions(): Promise<ReadonlySet<string>> {
@@ -218,10 +294,4 @@ export class NetworkService {
     if (!this.o.neutron) throw new NetworkNotConfiguredError();
     return this.o.neutron;
   }
-}
-
-/** Whether Neutron gave the port a resource request (a minimum-bandwidth or packet-rate QoS rule). */
-function hasResourceRequest(port: NeutronPort): boolean {
-  const r = port.resource_request;
-  return typeof r === 'object' && r !== null && Object.keys(r).length > 0;
 }

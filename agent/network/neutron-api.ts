@@ -97,7 +97,7 @@ export interface NeutronApi {
   listNetworks(ids: readonly string[]): Promise<NeutronNetwork[]>;
   /** `GET /v2.0/subnets?id=...`. */
   listSubnets(ids: readonly string[]): Promise<NeutronSubnet[]>;
-  /** `GET /v2.0/floatingips?port_id=...`. */
+  /** `GET /v2.0/floatingips?port_id=...`; `[]` where Neutron has no L3 API (a 404, as nova takes it). */
   listFloatingIps(portId: string): Promise<NeutronFloatingIp[]>;
   /** `GET /v2.0/security-groups?...`: id and name of the groups matching `filters`. */
   listSecurityGroups(filters: Filters): Promise<{ id: string; name: string }[]>;

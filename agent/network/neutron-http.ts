@@ -1,6 +1,6 @@
 /**
- * The Neutron client: the `NeutronApi` port over the project's one JSON transport
- * (`tracker/placement/transport.ts`), with keystone's token and the catalog's `network` endpoint.
+ * The Neutron client: the `NeutronApi` port over `JsonService` (keystone's token, the catalog's
+ * `network` endpoint, the project's one JSON transport).
  *
  * Retries: a request that got no answer or a 5xx is sent again up to `[neutron] http_retries`
  * times with backoff (nova retries the same way); every Neutron call the agent makes is safe to
@@ -10,11 +10,10 @@
  * was lost does not stay. A 401 is retried once with a fresh token. Every other status is
  * classified once (`errors.ts`).
  */
-import { backoffDelay } from '../../lib/backoff';
-import { systemClock, type Clock } from '../../lib/clock';
+import type { Clock } from '../../lib/clock';
 import type { AuthProvider } from '../../tracker/placement/auth';
-import { TransportError, type HttpTransport, type TransportResponse } from '../../tracker/placement/transport';
-import type { z } from 'zod';
+import type { HttpTransport } from '../../tracker/placement/transport';
+import { JsonService, UUID_SEGMENT, type ServiceFailures } from '../openstack/json-service';
 import {
   NeutronAuthError,
   NeutronConflictError,
@@ -25,7 +24,7 @@ import {
   NetworkRequestError,
 } from './errors';
 import type { Filters, NeutronApi, NeutronBinding, NeutronFloatingIp, NeutronNetwork, NeutronPort, NeutronSubnet } from './neutron-api';
-import { answers, parseAnswer } from './responses';
+import { answers } from './responses';
 
 export interface NeutronHttpOptions {
   readonly auth: AuthProvider;
@@ -37,150 +36,99 @@ export interface NeutronHttpOptions {
   readonly retryDelayMs?: number;
   /** Called with each request's method and route, answered or not (the bench counts them). */
   readonly onRequest?: (method: string, route: string) => void;
+  /** Called with each request's method, route (`neutronRoute`), HTTP status (or 'error': no answer) and seconds. */
+  readonly onAnswer?: (method: string, route: string, status: number | 'error', seconds: number) => void;
 }
 
 const UUIDISH = /^[A-Za-z0-9_.:-]{1,255}$/;
-/** Transport failures where the request never left: safe to send again whatever it was. */
-const NOT_SENT = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
+
+/** Neutron's failures, one class each (`errors.ts`). */
+const failures: ServiceFailures = {
+  unavailable: (what, detail, cause) => new NeutronUnavailableError(what, detail, cause === undefined ? undefined : { cause }),
+  auth: (what, detail, cause) => new NeutronAuthError(what, detail, cause === undefined ? undefined : { cause }),
+  refused: (what, status, detail) =>
+    status === 404 ? new NeutronNotFoundError(what, detail) : status === 409 ? new NeutronConflictError(what, detail) : new NeutronRefusedError(what, status, detail),
+  response: (what, problem) => new NeutronResponseError(what, problem),
+};
 
 export class NeutronHttpClient implements NeutronApi {
-  private readonly clock: Clock;
+  private readonly service: JsonService;
 
-  constructor(private readonly o: NeutronHttpOptions) {
-    this.clock = o.clock ?? systemClock;
+  constructor(o: NeutronHttpOptions) {
+    this.service = new JsonService({ ...o, name: 'Neutron', failures, message: neutronMessage, route: neutronRoute });
   }
 
   async extensions(): Promise<ReadonlySet<string>> {
-    const r = await this.json('GET', '/v2.0/extensions', answers.extensions);
+    const r = await this.service.json('GET', '/v2.0/extensions', answers.extensions);
     return new Set(r.extensions.map((e) => e.alias));
   }
 
   async getPort(id: string): Promise<NeutronPort> {
-    return (await this.json('GET', `/v2.0/ports/${seg(id)}`, answers.port)).port;
+    return (await this.service.json('GET', `/v2.0/ports/${seg(id)}`, answers.port)).port;
   }
 
   async listPorts(filters: Filters): Promise<NeutronPort[]> {
-    return (await this.json('GET', `/v2.0/ports${query(filters)}`, answers.ports)).ports;
+    return (await this.service.json('GET', `/v2.0/ports${query(filters)}`, answers.ports)).ports;
   }
 
   async createPort(body: Readonly<Record<string, unknown>>): Promise<NeutronPort> {
-    return (await this.json('POST', '/v2.0/ports', answers.port, { port: body }, { idempotent: false })).port;
+    return (await this.service.json('POST', '/v2.0/ports', answers.port, { port: body }, { idempotent: false })).port;
   }
 
   async updatePort(id: string, body: Readonly<Record<string, unknown>>): Promise<NeutronPort> {
-    return (await this.json('PUT', `/v2.0/ports/${seg(id)}`, answers.port, { port: body })).port;
+    return (await this.service.json('PUT', `/v2.0/ports/${seg(id)}`, answers.port, { port: body })).port;
   }
 
   async deletePort(id: string): Promise<boolean> {
-    return this.remove(`/v2.0/ports/${seg(id)}`);
+    return this.service.remove(`/v2.0/ports/${seg(id)}`);
   }
 
   async listNetworks(ids: readonly string[]): Promise<NeutronNetwork[]> {
     if (ids.length === 0) return [];
-    return (await this.json('GET', `/v2.0/networks${query({ id: ids })}`, answers.networks)).networks;
+    return (await this.service.json('GET', `/v2.0/networks${query({ id: ids })}`, answers.networks)).networks;
   }
 
   async listSubnets(ids: readonly string[]): Promise<NeutronSubnet[]> {
     if (ids.length === 0) return [];
-    return (await this.json('GET', `/v2.0/subnets${query({ id: ids })}`, answers.subnets)).subnets;
+    return (await this.service.json('GET', `/v2.0/subnets${query({ id: ids })}`, answers.subnets)).subnets;
   }
 
   async listFloatingIps(portId: string): Promise<NeutronFloatingIp[]> {
-    return (await this.json('GET', `/v2.0/floatingips${query({ port_id: portId })}`, answers.floatingips)).floatingips;
-  }
-
-  async listSecurityGroups(filters: Filters): Promise<{ id: string; name: string }[]> {
-    return (await this.json('GET', `/v2.0/security-groups${query({ ...filters, fields: ['id', 'name'] })}`, answers.securityGroups)).security_groups;
-  }
-
-  async createBinding(portId: string, binding: { host: string; vnic_type?: string; profile?: Readonly<Record<string, unknown>> }): Promise<NeutronBinding> {
-    return (await this.json('POST', `/v2.0/ports/${seg(portId)}/bindings`, answers.binding, { binding }, { idempotent: false })).binding;
-  }
-
-  async getBinding(portId: string, host: string): Promise<NeutronBinding> {
-    return (await this.json('GET', `/v2.0/ports/${seg(portId)}/bindings/${seg(host)}`, answers.binding)).binding;
-  }
-
-  async activateBinding(portId: string, host: string): Promise<NeutronBinding> {
-    return (await this.json('PUT', `/v2.0/ports/${seg(portId)}/bindings/${seg(host)}/activate`, answers.binding)).binding;
-  }
-
-  async deleteBinding(portId: string, host: string): Promise<boolean> {
-    return this.remove(`/v2.0/ports/${seg(portId)}/bindings/${seg(host)}`);
-  }
-
-  /** DELETE: true when it deleted, false when it was already gone. */
-  private async remove(path: string): Promise<boolean> {
     try {
-      await this.send('DELETE', path);
-      return true;
+      return (await this.service.json('GET', `/v2.0/floatingips${query({ port_id: portId })}`, answers.floatingips)).floatingips;
     } catch (e) {
-      if (e instanceof NeutronNotFoundError) return false;
+      // A Neutron without the L3 API (no router service plugin, as ML2/OVS may be deployed) has no
+      // such collection: no floating IP can point at the port. nova takes the 404 the same way.
+      if (e instanceof NeutronNotFoundError) return [];
       throw e;
     }
   }
 
-  private async json<T>(method: string, path: string, schema: z.ZodType<T, unknown>, body?: unknown, opts: { idempotent?: boolean } = {}): Promise<T> {
-    const res = await this.send(method, path, body, opts);
-    const parsed = parseAnswer(schema, res.data);
-    if ('problem' in parsed) throw new NeutronResponseError(`${method} ${path}`, parsed.problem);
-    return parsed.value;
+  async listSecurityGroups(filters: Filters): Promise<{ id: string; name: string }[]> {
+    return (await this.service.json('GET', `/v2.0/security-groups${query({ ...filters, fields: ['id', 'name'] })}`, answers.securityGroups)).security_groups;
   }
 
-  /** One request, retried as the module says; resolves with a 2xx answer. */
-  private async send(method: string, path: string, body?: unknown, opts: { idempotent?: boolean } = {}): Promise<TransportResponse> {
-    const what = `${method} ${path.split('?')[0]}`;
-    let reauthed = false;
-    for (let attempt = 0; ; attempt++) {
-      const [token, endpoint] = await Promise.all([this.o.auth.token(), this.o.auth.endpoint()]).catch((e: unknown) => {
-        throw new NeutronAuthError(what, e instanceof Error ? e.message : String(e), { cause: e });
-      });
-      this.o.onRequest?.(method, path.split('?')[0] ?? path);
-      let res: TransportResponse | undefined;
-      let failure: string;
-      try {
-        res = await this.o.transport.send({
-          method,
-          url: `${endpoint}${path}`,
-          headers: { 'X-Auth-Token': token, Accept: 'application/json', ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
-          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        });
-      } catch (e) {
-        if (!(e instanceof TransportError)) throw e;
-        failure = e.message;
-        // A request that may have reached Neutron (a timeout, a reset) is sent again only when
-        // repeating it is harmless: a second POST would make a second port.
-        const resend = (opts.idempotent ?? true) || NOT_SENT.has(e.code);
-        if (resend && attempt < this.o.retries) {
-          await this.backoff(attempt);
-          continue;
-        }
-        throw new NeutronUnavailableError(what, failure, { cause: e });
-      }
-      const status = res.status;
-      if (status >= 200 && status < 300) return res;
-      const detail = neutronMessage(res.data);
-      if (status === 401 && !reauthed) {
-        reauthed = true;
-        this.o.auth.invalidate();
-        attempt--;
-        continue;
-      }
-      if (status >= 500 && (opts.idempotent ?? true) && attempt < this.o.retries) {
-        await this.backoff(attempt);
-        continue;
-      }
-      if (status >= 500) throw new NeutronUnavailableError(what, `answered ${status}${detail}`);
-      if (status === 401) throw new NeutronAuthError(what, `Neutron refused the token (401)${detail}`);
-      if (status === 404) throw new NeutronNotFoundError(what, detail);
-      if (status === 409) throw new NeutronConflictError(what, detail);
-      throw new NeutronRefusedError(what, status, detail);
-    }
+  async createBinding(portId: string, binding: { host: string; vnic_type?: string; profile?: Readonly<Record<string, unknown>> }): Promise<NeutronBinding> {
+    return (await this.service.json('POST', `/v2.0/ports/${seg(portId)}/bindings`, answers.binding, { binding }, { idempotent: false })).binding;
   }
 
-  private backoff(attempt: number): Promise<void> {
-    return this.clock.sleep(backoffDelay(attempt + 1, { initialMs: this.o.retryDelayMs ?? 500, maxMs: 10_000 }));
+  async getBinding(portId: string, host: string): Promise<NeutronBinding> {
+    return (await this.service.json('GET', `/v2.0/ports/${seg(portId)}/bindings/${seg(host)}`, answers.binding)).binding;
   }
+
+  async activateBinding(portId: string, host: string): Promise<NeutronBinding> {
+    return (await this.service.json('PUT', `/v2.0/ports/${seg(portId)}/bindings/${seg(host)}/activate`, answers.activated)).binding;
+  }
+
+  async deleteBinding(portId: string, host: string): Promise<boolean> {
+    return this.service.remove(`/v2.0/ports/${seg(portId)}/bindings/${seg(host)}`);
+  }
+}
+
+/** `path` without its query, ids as `{id}` and a binding's host as `{host}`: a metric label of bounded variety. */
+export function neutronRoute(path: string): string {
+  const parts = (path.split('?')[0] ?? path).split('/');
+  return parts.map((p, i) => (parts[i - 1] === 'bindings' ? '{host}' : UUID_SEGMENT.test(p) ? '{id}' : p)).join('/');
 }
 
 /** A path segment, refused when it could change the route. */

@@ -72,13 +72,7 @@ export const answers = {
   floatingips: z.object({ floatingips: z.array(floatingIp) }),
   securityGroups: z.object({ security_groups: z.array(z.object({ id: z.string(), name: z.string() })) }),
   binding: z.object({ binding }),
+  /** `PUT .../bindings/{host}/activate` answers the binding bare (2025.1's member action), not under `binding`. */
+  activated: z.union([z.object({ binding }), binding.transform((b) => ({ binding: b }))]),
   extensions: z.object({ extensions: z.array(z.object({ alias: z.string() })) }),
 };
-
-/** The parsed body, or the first field that does not fit, as `path: problem`. */
-export function parseAnswer<T>(schema: z.ZodType<T, unknown>, body: unknown): { value: T } | { problem: string } {
-  const r = schema.safeParse(body);
-  if (r.success) return { value: r.data };
-  const issue = r.error.issues[0];
-  return { problem: `${issue?.path.join('.') || '(body)'}: ${issue?.message ?? 'does not fit'}` };
-}

@@ -16,6 +16,8 @@
  * it because the conductor was unreachable (nova's periodic tasks would heal the record; the
  * agent's audit reports allocation drift).
  */
+import { libvirtLiveMigrateData } from './live-migrate-data';
+import type { LiveMigrateData } from '../../virt-drivers/types';
 import type { ControlPlane, NetworkChange } from '../compute/control-plane';
 import { rowOf, stateAfter, type FlowStep, type InstanceState, type NovaHook, type NovaValue } from '../compute/transitions';
 import type { DecodedMigration } from '../compute/decode';
@@ -160,6 +162,10 @@ export class NovaControlPlane implements ControlPlane {
     if (mig) return { ...mig, 'nova_object.changes': [] };
     return { uuid: m.uuid, migration_type: 'type' in m ? m.type : m.migration_type, source_compute: m.source_compute, dest_compute: m.dest_compute };
   }
+  liveMigrateData(rec: InstanceRecord, data: LiveMigrateData): unknown {
+    return libvirtLiveMigrateData(rec, data, this.o.conductor.objectVersions);
+  }
+
 
   /** Writes what `step`'s row says nova-compute writes, in the row's order (`instanceWrites` false: none to the Instance). */
   private async perform(step: FlowStep, s: Subject, ctx: RequestContext, fault: string | undefined, instanceWrites = true): Promise<void> {
@@ -237,6 +243,8 @@ export class NovaControlPlane implements ControlPlane {
           return flavorSize(this.newFlavorOf(s.uuid), field);
         case 'old_flavor_field':
           return flavorSize(this.objects.field(s.uuid, 'old_flavor') ?? this.objects.field(s.uuid, 'flavor'), field);
+        case 'migration_context':
+          return this.migrationContext(s);
         default:
           return v;
       }
@@ -244,6 +252,19 @@ export class NovaControlPlane implements ControlPlane {
     const out: Record<string, unknown> = {};
     for (const [field, v] of Object.entries(set)) if (hasField(target, field)) out[field] = await value(field, v);
     return out;
+  }
+
+  /**
+   * A MigrationContext of the move (nova's resize claim makes one): the Migration's integer id,
+   * the rest empty (this agent moves no NUMA topology, PCI devices or resources with it). Undefined
+   * when nova's Migration is not known here (nothing is written).
+   */
+  private migrationContext(s: Subject): Primitive | undefined {
+    const mig = s.migration ? this.objects.migration(s.migration.uuid) : undefined;
+    const id = mig ? (mig['nova_object.data'] as Fields).id : undefined;
+    if (typeof id !== 'number') return undefined;
+    const empty = ['new_numa_topology', 'old_numa_topology', 'new_pci_devices', 'old_pci_devices', 'new_pci_requests', 'old_pci_requests', 'new_resources', 'old_resources'];
+    return primitive('MigrationContext', { instance_uuid: s.uuid, migration_id: id, ...Object.fromEntries(empty.map((f) => [f, null])) }, this.o.conductor.objectVersions);
   }
 
   /**

@@ -5,7 +5,8 @@
  *
  * Series (prefix `compute_agent_`): Placement requests by method, route and status; 409s by kind;
  * sync and audit durations; age of the last good audit; reshapes; RPC messages by method and
- * outcome; operations in flight; instances by state; broker outages (their length, and the time
+ * outcome, and their handling time; Neutron requests by method, route and status, and their
+ * latency; a build's wait for network-vif-plugged by outcome; operations in flight; instances by state; broker outages (their length, and the time
  * from the broker's return to consuming again); plus Node's default process metrics, which
  * include event-loop lag (`nodejs_eventloop_lag_seconds`), the signal of a blocking probe.
  */
@@ -22,6 +23,10 @@ export class AgentMetrics {
   private readonly auditSeconds: Histogram<'outcome'>;
   private readonly reshapes: Counter;
   private readonly rpcMessages: Counter<'method' | 'outcome'>;
+  private readonly rpcSeconds: Histogram<'method' | 'outcome'>;
+  private readonly neutronRequests: Counter<'method' | 'route' | 'status'>;
+  private readonly neutronSeconds: Histogram<'method'>;
+  private readonly vifWaitSeconds: Histogram<'outcome'>;
   private readonly inFlight: Gauge;
   private readonly instances: Gauge<'state'>;
   private readonly brokerOutageSeconds: Histogram;
@@ -39,6 +44,10 @@ export class AgentMetrics {
     this.auditSeconds = new Histogram({ name: `${p}audit_duration_seconds`, help: 'Duration of periodic audits.', labelNames: ['outcome'], buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60], registers });
     this.reshapes = new Counter({ name: `${p}reshapes_total`, help: 'POST /reshaper calls that succeeded.', registers });
     this.rpcMessages = new Counter({ name: `${p}rpc_messages_total`, help: 'RPC messages by method and outcome.', labelNames: ['method', 'outcome'], registers });
+    this.rpcSeconds = new Histogram({ name: `${p}rpc_method_seconds`, help: 'Time from taking an RPC request up to its end (a build: to ACTIVE or ERROR), by method and outcome.', labelNames: ['method', 'outcome'], buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300], registers });
+    this.neutronRequests = new Counter({ name: `${p}neutron_requests_total`, help: 'Neutron requests by method, route (ids as {id}) and HTTP status (status "error" = no answer).', labelNames: ['method', 'route', 'status'], registers });
+    this.neutronSeconds = new Histogram({ name: `${p}neutron_request_seconds`, help: 'Neutron request latency.', labelNames: ['method'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers });
+    this.vifWaitSeconds = new Histogram({ name: `${p}vif_plug_wait_seconds`, help: 'How long a build waited for network-vif-plugged of its ports, by outcome (completed, failed, timeout).', labelNames: ['outcome'], buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300], registers });
     this.inFlight = new Gauge({ name: `${p}operations_in_flight`, help: 'Compute operations accepted and not yet finished.', registers });
     this.instances = new Gauge({ name: `${p}instances`, help: 'Instances on this host by vm_state.', labelNames: ['state'], registers });
     const outageBuckets = [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300];
@@ -61,6 +70,15 @@ export class AgentMetrics {
     this.placementSeconds.observe({ method }, seconds);
   }
 
+  neutronRequest(method: string, route: string, status: number | 'error', seconds: number): void {
+    this.neutronRequests.inc({ method, route, status: String(status) });
+    this.neutronSeconds.observe({ method }, seconds);
+  }
+
+  vifPlugWait(outcome: string, seconds: number): void {
+    this.vifWaitSeconds.observe({ outcome }, seconds);
+  }
+
   conflict(kind: ConflictKind): void {
     this.conflicts.inc({ kind });
   }
@@ -81,8 +99,9 @@ export class AgentMetrics {
     this.collectors.push(fn);
   }
 
-  rpcMessage(method: string, outcome: string): void {
+  rpcMessage(method: string, outcome: string, seconds?: number): void {
     this.rpcMessages.inc({ method, outcome });
+    if (seconds !== undefined) this.rpcSeconds.observe({ method, outcome }, seconds);
   }
 
   /** A broker outage ended: the agent consumes again. */

@@ -37,7 +37,7 @@ export interface RpcServiceDeps {
   readonly connectAttempts?: number;
   readonly clock?: Clock;
   /** Told how each request ended (for metrics). */
-  readonly onOutcome?: (method: string, outcome: 'succeeded' | 'failed' | 'interrupted') => void;
+  readonly onOutcome?: (method: string, outcome: 'succeeded' | 'failed' | 'interrupted', seconds: number) => void;
   /** Told how each reconnection after a broker outage went (for metrics). */
   readonly onRecovery?: (recovery: BrokerRecovery) => void;
 }
@@ -122,6 +122,7 @@ export class RpcService {
       rabbit,
       ids,
       prefetch,
+      maxInProgress: d.executor_thread_pool_size,
       maxMessageBytes: d.rpc_max_message_bytes,
       deadLetterExchange: d.rpc_dead_letter_exchange === '' ? undefined : d.rpc_dead_letter_exchange,
       clock: deps.clock ?? systemClock,

@@ -1,7 +1,8 @@
 /**
  * The sections that shape what the host reports to Placement: `[compute]` (audit and heal policy,
  * host probes, where DISK_GB lives), `[devices]` (GPUs: vGPU types and classes, passthrough,
- * ignored devices) and `[network]` (physnets and bandwidth per interface, with neutron's names).
+ * ignored devices) and `[network]` (physnets and bandwidth per interface, with neutron's names;
+ * bandwidth only where Neutron does not report it itself).
  *
  * It is: declarations only. It is not: the probes or the provider-tree layout that read them
  * (`virt-drivers/`).
@@ -90,8 +91,19 @@ export const networkSection = z.object({
     default: '',
     expected: 'a comma-separated list of <physnet>:<interface>',
   }),
+  report_bandwidth_inventory: option(bool(), {
+    help:
+      "Whether the NIC providers carry bandwidth inventory (NET_BW_EGR_KILOBIT_PER_SEC, NET_BW_IGR_KILOBIT_PER_SEC) from the link speed " +
+      "or resource_provider_bandwidths. Leave it false where Neutron's placement service plugin reports bandwidth (the normal " +
+      "OpenStack case): Neutron then puts providers of its own under this host's root provider and minimum-bandwidth ports are " +
+      'allocated there; a second inventory here would be counted twice and never bound to a port. Set it true only in a cloud ' +
+      "without Neutron's placement plugin. NIC facts (physnet and SR-IOV traits, SRIOV_NET_VF, the link speed in discover --facts) " +
+      'are reported either way; packet-rate inventory (NET_PACKET_RATE_*) never is.',
+    default: 'false',
+    expected: 'true or false',
+  }),
   resource_provider_bandwidths: option(patternList(/^[A-Za-z0-9_.@-]+:\d*:\d*$/, 'interface:egress:ingress'), {
-    help: "Bandwidth (kbit/s) to report per interface, overriding the link speed, as in neutron's resource_provider_bandwidths; an empty direction uses the link speed, 0 reports none.",
+    help: "Bandwidth (kbit/s) to report per interface, overriding the link speed, as in neutron's resource_provider_bandwidths; an empty direction uses the link speed, 0 reports none. Read only with report_bandwidth_inventory = true.",
     default: '',
     expected: 'a comma-separated list of <interface>:<egress kbps>:<ingress kbps>',
   }),

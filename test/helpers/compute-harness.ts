@@ -11,7 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { silentLogger, type Logger } from '../../lib/logging/logger';
-import { systemClock } from '../../lib/clock';
+import { systemClock, type Clock } from '../../lib/clock';
+import { NetworkService } from '../../agent/network/network-api';
+import type { NeutronApi } from '../../agent/network/neutron-api';
 import { ComputeManager, type ManagerDeps } from '../../agent/compute/manager';
 import { computeMethods } from '../../agent/compute/methods';
 import { bindMethod, type BoundMethod, type ComputeMethod } from '../../agent/compute/method-table';
@@ -24,6 +26,8 @@ import { NoAuth } from '../../tracker/placement/auth';
 import { PlacementClient } from '../../tracker/placement/client';
 import { PlacementHttp } from '../../tracker/placement/http';
 import { MockPlacement } from './mock-placement';
+import { FakeNeutron } from './fake-neutron';
+import { ManualClock } from './manual-clock';
 import { initialRatiosFrom, ResourceTracker } from '../../tracker/tracker';
 import { FakeDriver } from '../../virt-drivers/fake/driver';
 import { ProcessExec } from '../../virt-drivers/host/exec';
@@ -124,6 +128,14 @@ export interface HarnessHost {
 /** What a test may add to a host's manager: a Neutron (a `NetworkService` over a fake), the vif plugging options, the clock of event waits. */
 export type HostExtras = Partial<Pick<ManagerDeps, 'network' | 'vifPlugging' | 'clock'>>;
 
+/**
+ * The extras of host `name` whose ports live in `neutron`: a `NetworkService` binding to `name`,
+ * the vif plugging options (default: no wait, fatal) and the clock event waits run on.
+ */
+export function neutronExtras(name: string, neutron: NeutronApi, clock: Clock, vifPlugging: { timeoutS: number; fatal: boolean; onWait?: (outcome: string, seconds: number) => void } = { timeoutS: 0, fatal: true }): HostExtras {
+  return { network: new NetworkService({ neutron, host: name, logger: silentLogger(), clock }), vifPlugging, clock };
+}
+
 export async function makeHost(name: string, api: PlacementApi, peers: InProcessPeers, logger: Logger = silentLogger(), controlPlane?: ControlPlane, extras: HostExtras = {}): Promise<HarnessHost> {
   const dir = mkdtempSync(join(tmpdir(), `ca-${name}-`));
   const hostFile = join(dir, 'host.json');
@@ -158,3 +170,25 @@ export async function singleHost(name: string, conductor?: Conductor): Promise<{
 }
 
 export { FLAVOR, instanceArgs } from './instance-args';
+
+/**
+ * Two hosts (`host-a`, `host-b`) on one mocked Placement and one in-memory Neutron with a network
+ * `private`, their RPC between them in-process: the setting of the network move tests. `destAlive:
+ * false`: host-b has no network agent, so Neutron cannot bind ports there.
+ */
+export async function neutronPair(o: { timeoutS?: number; destAlive?: boolean; ctx?: RequestContext } = {}) {
+  const mock = new MockPlacement().install();
+  const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(mock.base) }));
+  const peers = new InProcessPeers();
+  const neutron = new FakeNeutron();
+  neutron.aliveHosts.add('host-a');
+  if (o.destAlive !== false) neutron.aliveHosts.add('host-b');
+  const net = neutron.addNetwork({ name: 'private' }).network.id;
+  const clock = new ManualClock();
+  const host = (name: string): Promise<HarnessHost> => makeHost(name, api, peers, silentLogger(), undefined, neutronExtras(name, neutron, clock, { timeoutS: o.timeoutS ?? 0, fatal: true }));
+  const a = await host('host-a');
+  const b = await host('host-b');
+  const ctx = o.ctx ?? { request_id: 'req-neutron-pair' };
+  const call = (h: HarnessHost, method: string, args: Record<string, unknown>): Promise<unknown> => peers.call(h.name, method, args, ctx);
+  return { mock, neutron, net, peers, clock, a, b, call };
+}

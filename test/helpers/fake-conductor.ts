@@ -112,6 +112,11 @@ export class FakeConductor implements Conductor {
       this.virtualInterfaces.splice(0, this.virtualInterfaces.length, ...keep);
       return Promise.resolve(null);
     }
+    if (objname === 'VirtualInterface' && method === 'get_by_uuid') {
+      // nova answers None for a port it has no row for.
+      const row = this.virtualInterfaces.find((v) => v.uuid === args[0]);
+      return Promise.resolve(row ? prim('VirtualInterface', row) : null);
+    }
     if (method === 'get_by_uuid' && (objname === 'Instance' || objname === 'Migration')) {
       const r = (objname === 'Instance' ? this.instances : this.migrations).get(String(args[0]));
       if (!r) return Promise.reject(new ConductorError(`${objname}NotFound`, `${objname}.${method}`, 'no such row'));
@@ -138,6 +143,12 @@ export class FakeConductor implements Conductor {
       if (name === 'InstanceFault') this.faults.push(row);
       if (name === 'VirtualInterface') this.virtualInterfaces.push(row);
       return Promise.resolve({ updates: row, result: null });
+    }
+    if (name === 'VirtualInterface' && method === 'destroy') {
+      const at = this.virtualInterfaces.findIndex((v) => v.id === data.id);
+      if (at < 0) return Promise.reject(new ConductorError('VirtualInterfaceNotFound', `${name}.${method}`, 'no such row'));
+      this.virtualInterfaces.splice(at, 1);
+      return Promise.resolve({ updates: {}, result: null });
     }
     const table = { Service: [...this.services.values()], ComputeNode: [...this.nodes.values()], Instance: [...this.instances.values()], Migration: [...this.migrations.values()] }[name] ?? [];
     const row = table.find((r) => (data.id !== undefined && r.id === data.id) || (data.uuid !== undefined && r.uuid === data.uuid));

@@ -1,6 +1,7 @@
 /**
  * The net guest (`scripts/net-guest`) seen from a test: whether this machine can build and boot
- * it, its build (files and how long it took), and the lease lines it prints on its serial console.
+ * it, its build (files and how long it took), and the lease and ping lines it prints on its serial
+ * console.
  *
  * It is: prerequisites, a build call, a parser. It is not: the image recipe (that is the script,
  * see docs/net-guest.md) nor the network a guest boots on (`net-lab.ts`).
@@ -16,7 +17,7 @@ export const NET_GUEST_SCRIPT = join(REPO, 'scripts', 'net-guest');
 export function netGuestUnavailableReason(): string | undefined {
   if (process.platform !== 'linux') return 'the net guest needs Linux';
   if (process.getuid?.() !== 0) return 'network namespaces, taps and the package installs need root';
-  const missing = ['qemu-system-x86_64', 'qemu-img', 'ip', 'apt-get', 'dpkg-deb'].filter(
+  const missing = ['qemu-system-x86_64', 'qemu-img', 'ip', 'apt-get', 'dpkg-deb', 'python3'].filter(
     (tool) => spawnSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' }).status !== 0,
   );
   if (missing.length > 0) return `missing ${missing.join(', ')} (.ci/run installs qemu-system-x86 and qemu-utils)`;
@@ -77,6 +78,30 @@ export function leases(serialLog: string): Lease[] {
   for (const line of serialLog.split('\n')) {
     const m = LEASE.exec(line);
     if (m) out.push({ ip: m[1] as string, prefix: Number(m[2]), router: m[3] as string, mtu: Number(m[4]), mac: m[5] as string });
+  }
+  return out;
+}
+
+/** One `net-guest: ping <ip> ok|lost` line: an address the guest was told to ping changed outcome. */
+export interface PingChange {
+  /** One of the lease's NTP servers (DHCP option 42), the addresses the guest pings every 2 s. */
+  readonly ip: string;
+  /** `ok`: it answers, and did not before; `lost`: it stopped answering after having answered. */
+  readonly state: 'ok' | 'lost';
+}
+
+/**
+ * `^net-guest: ping (\d+\.\d+\.\d+\.\d+) (ok|lost)$`, with an optional `\r` before the line's
+ * end as on any console line. The guest prints one only on a change of outcome, never per echo.
+ */
+const PING = /^net-guest: ping (\d+\.\d+\.\d+\.\d+) (ok|lost)\r?$/;
+
+/** Every ping line of a serial log, in order. */
+export function pings(consoleText: string): PingChange[] {
+  const out: PingChange[] = [];
+  for (const line of consoleText.split('\n')) {
+    const m = PING.exec(line);
+    if (m) out.push({ ip: m[1] as string, state: m[2] as 'ok' | 'lost' });
   }
   return out;
 }

@@ -2,10 +2,16 @@
  * A private network for booting guests on, made of network namespaces this test creates: a "net"
  * namespace holding a Linux bridge with one tap per guest (QEMU runs in that namespace to open its
  * tap), and a "dhcp" namespace joined to the bridge by a veth pair, where busybox's udhcpd hands
- * out fixed addresses by MAC and the MTU option, and from where the guests are pinged.
+ * out fixed addresses by MAC, the MTU option and the NTP servers option (the addresses the net
+ * guest pings), and from where the guests are pinged. A small python3 listener there records which
+ * options each DHCP request asked for (option 55): udhcpd sends every option it has whether asked
+ * or not, where other servers (dnsmasq) send only what was asked. Peers (`addPeer`) are more
+ * namespaces on the bridge, each with one address that answers ping, which a test can take away
+ * and give back.
  *
  *     dhcp ns: veth-d 10.77.0.1/24, udhcpd ──veth── net ns: br0 ── tap0 ── QEMU (guest)
- *                                                               └─ tap1 ── …
+ *                                                               ├─ tap1 ── …
+ *     peer ns: veth-p <address>/24 ─────────────veth────────────┘  (one namespace per peer)
  *
  * Nothing leaves these namespaces: no address of the machine's own network is used. `cleanup`
  * kills every process the lab started (by pid, then whatever is left inside its namespaces) and
@@ -33,6 +39,14 @@ export interface LabOptions {
   readonly mtu: number;
   /** Fixed addresses by MAC (lower-case, colon-separated). */
   readonly staticLeases: readonly { readonly mac: string; readonly ip: string }[];
+  /** The addresses udhcpd announces as NTP servers (option 42); none when empty or absent. */
+  readonly ntpServers?: readonly string[];
+}
+
+/** A namespace on the lab's bridge with one address (prefix /24) whose kernel answers ping. */
+export interface LabPeer {
+  readonly ns: string;
+  readonly ip: string;
 }
 
 /** How a guest boots: from its disk image like the qemu driver does, or directly from the kernel. */
@@ -49,6 +63,47 @@ export interface LabGuest {
 }
 
 let labs = 0;
+
+/**
+ * The DHCP request listener: reads every IPv4 frame arriving on the interface (argv[1]) and writes
+ * one JSON line per BOOTP request to port 67 to the file (argv[2]): the client's MAC, the message
+ * type (option 53: 1 discover, 3 request) and the options it asked for (option 55).
+ */
+const DHCP_LISTENER = `
+import json, socket, struct, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+s.bind((sys.argv[1], 0))
+out = open(sys.argv[2], 'a', buffering=1)
+print('listening', flush=True)
+while True:
+    ip = s.recv(65535)[14:]
+    if len(ip) < 20 or ip[9] != 17:
+        continue
+    udp = ip[(ip[0] & 15) * 4:]
+    if len(udp) < 8 or struct.unpack('!H', udp[2:4])[0] != 67:
+        continue
+    d = udp[8:]
+    if len(d) < 240 or d[236:240] != bytes([99, 130, 83, 99]):
+        continue
+    opts, i = {}, 240
+    while i + 1 < len(d) and d[i] != 255:
+        if d[i] == 0:
+            i += 1
+            continue
+        opts[d[i]] = d[i + 2:i + 2 + d[i + 1]]
+        i += 2 + d[i + 1]
+    mac = ':'.join('%02x' % b for b in d[28:34])
+    out.write(json.dumps({'mac': mac, 'type': opts.get(53, b'\\0')[0], 'requested': list(opts.get(55, b''))}) + '\\n')
+`;
+
+/** One DHCP request a guest sent, as the lab's listener saw it. */
+export interface DhcpRequest {
+  readonly mac: string;
+  /** Option 53: 1 discover, 3 request. */
+  readonly type: number;
+  /** The option codes of its parameter request list (option 55), in its order. */
+  readonly requested: readonly number[];
+}
 
 function ip(...args: string[]): void {
   execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -75,7 +130,7 @@ function nsPids(ns: string): number[] {
 function sweepStale(): void {
   const r = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' });
   for (const line of r.stdout?.split('\n') ?? []) {
-    const m = /^(ngt(\d+)-\d+-(?:net|dhcp))\b/.exec(line);
+    const m = /^(ngt(\d+)-\d+-(?:net|dhcp|peer\d+))\b/.exec(line);
     if (m && !alive(Number(m[2])) && nsPids(m[1] as string).length === 0) spawnSync('ip', ['netns', 'del', m[1] as string]);
   }
 }
@@ -86,14 +141,17 @@ export class NetLab {
   readonly dhcpNs: string;
   /** The guests booted so far, in order. */
   readonly guests: LabGuest[] = [];
+  /** The peers added so far, in order. */
+  readonly peers: LabPeer[] = [];
+  private readonly id: string;
   private readonly procs: ChildProcess[] = [];
   private taps = 0;
   private created = false;
 
   constructor(private readonly opts: LabOptions) {
-    const id = `ngt${process.pid}-${labs++}`;
-    this.netNs = `${id}-net`;
-    this.dhcpNs = `${id}-dhcp`;
+    this.id = `ngt${process.pid}-${labs++}`;
+    this.netNs = `${this.id}-net`;
+    this.dhcpNs = `${this.id}-dhcp`;
   }
 
   /** Creates the namespaces, the bridge and the veth, and starts udhcpd. */
@@ -126,17 +184,45 @@ export class NetLab {
         'opt subnet 255.255.255.0',
         `opt router ${LAB_GATEWAY}`,
         `opt mtu ${this.opts.mtu}`,
+        ...(this.opts.ntpServers?.length ? [`opt ntpsrv ${this.opts.ntpServers.join(' ')}`] : []),
         'opt lease 3600',
         '',
       ].join('\n'),
     );
+    writeFileSync(join(this.dir, 'dhcp-requests.jsonl'), '');
+    const listenerLog = join(this.dir, 'dhcp-listener.log');
+    this.spawnIn(d, ['python3', '-c', DHCP_LISTENER, 'veth-d', join(this.dir, 'dhcp-requests.jsonl')], listenerLog);
+    await waitForText(listenerLog, 'listening', 'the DHCP request listener');
     const log = join(this.dir, 'udhcpd.log');
     this.spawnIn(d, ['busybox', 'udhcpd', '-f', conf], log);
-    const deadline = Date.now() + 10000;
-    while (!readFileSync(log, 'utf8').includes('started')) {
-      if (Date.now() > deadline) throw new Error(`udhcpd did not start: ${readFileSync(log, 'utf8')}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await waitForText(log, 'started', 'udhcpd');
+  }
+
+  /** The DHCP requests the guests sent so far, in order. */
+  dhcpRequests(): DhcpRequest[] {
+    return readOr(join(this.dir, 'dhcp-requests.jsonl'))
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as DhcpRequest);
+  }
+
+  /** Adds a peer: a namespace joined to the bridge by a veth pair, holding `addr`/24, up. */
+  addPeer(addr: string): LabPeer {
+    const n = this.peers.length;
+    const peer = { ns: `${this.id}-peer${n}`, ip: addr };
+    ip('netns', 'add', peer.ns);
+    this.peers.push(peer);
+    ip('-n', this.netNs, 'link', 'add', `veth-p${n}`, 'type', 'veth', 'peer', 'name', 'veth-p', 'netns', peer.ns);
+    ip('-n', this.netNs, 'link', 'set', `veth-p${n}`, 'master', 'br0', 'up');
+    ip('-n', peer.ns, 'link', 'set', 'lo', 'up');
+    this.setPeerAddress(peer, true);
+    ip('-n', peer.ns, 'link', 'set', 'veth-p', 'up');
+    return peer;
+  }
+
+  /** Gives the peer its address (`present`) or takes it away: from then on nothing answers there. */
+  setPeerAddress(peer: LabPeer, present: boolean): void {
+    ip('-n', peer.ns, 'addr', present ? 'add' : 'del', `${peer.ip}/24`, 'dev', 'veth-p');
   }
 
   /** udhcpd's log so far. */
@@ -195,6 +281,20 @@ export class NetLab {
     }
   }
 
+  /**
+   * Waits until the guest's console text satisfies `done`; the console then and the seconds waited.
+   * @throws Error naming `what`, with the console, after `ms`
+   */
+  async waitForConsole(guest: LabGuest, what: string, done: (console: string) => boolean, ms: number): Promise<{ console: string; seconds: number }> {
+    const started = Date.now();
+    for (;;) {
+      const text = readOr(guest.console);
+      if (done(text)) return { console: text, seconds: (Date.now() - started) / 1000 };
+      if (Date.now() - started > ms) throw new Error(`${guest.name}: no ${what} within ${ms} ms; console:\n${text}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
   /** What the guest printed on its serial console so far. */
   consoleOf(guest: LabGuest): string {
     return readOr(guest.console);
@@ -238,7 +338,7 @@ export class NetLab {
   async cleanup(keepFiles = false): Promise<void> {
     await Promise.all(this.procs.map((p) => stop(p)));
     if (this.created) {
-      for (const ns of [this.netNs, this.dhcpNs]) {
+      for (const ns of [this.netNs, this.dhcpNs, ...this.peers.map((p) => p.ns)]) {
         // Anything still inside was started by this lab (children of its processes).
         for (const pid of nsPids(ns)) process.kill(pid, 'SIGKILL');
         spawnSync('ip', ['netns', 'del', ns]);
@@ -258,6 +358,15 @@ export class NetLab {
     } finally {
       closeSync(fd);
     }
+  }
+}
+
+/** Waits up to 10 s for `text` in the log file of a process the lab started. */
+async function waitForText(log: string, text: string, what: string): Promise<void> {
+  const deadline = Date.now() + 10000;
+  while (!readOr(log).includes(text)) {
+    if (Date.now() > deadline) throw new Error(`${what} did not start: ${readOr(log)}`);
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
 

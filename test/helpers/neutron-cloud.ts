@@ -1,15 +1,18 @@
 /**
- * A private Neutron 2025.1 (ML2/OVN) for integration tests: scripts/keystone-stack (Keystone, and
- * the Placement behind it when asked), scripts/neutron-stack and its agent hosts, on ports and a
- * STACK_DIR of the test's own, with the admin calls tests make to Neutron and the hosts.
+ * A private Neutron 2025.1 (ML2/OVN, or ML2/OVS when asked) for integration tests:
+ * scripts/keystone-stack (Keystone, and the Placement behind it when asked), scripts/neutron-stack
+ * and its agent hosts, on ports and a STACK_DIR of the test's own, with the admin calls tests make
+ * to Neutron and the hosts.
  *
  * It is not: a stand-in. Every answer comes from Debian's Keystone, Placement and Neutron; the
  * 2025.1 RabbitMQ Neutron uses is the machine-wide one scripts/stack keeps.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tapName } from '../../model/network';
+import { agentSpec, type AgentSpec } from './agents';
+import { release2025Unavailable } from './release';
 import { portFree } from './wait';
 
 const REPO = join(__dirname, '..', '..');
@@ -19,16 +22,12 @@ export const CLOUD_ADMIN_PASSWORD = 'nt-admin';
 export const CLOUD_SERVICE_PASSWORD = 'nt-service';
 
 /** Why no 2025.1 Neutron can run here (not root, no 2025.1 root), or undefined. Builds the root once. */
-export function neutronUnavailable(): string | undefined {
-  if (process.getuid?.() !== 0) return 'needs root (network namespaces, the 2025.1 root)';
-  try {
-    execFileSync('bash', [script('release-root'), 'path', '2025.1'], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 20 * 60_000 });
-    return undefined;
-  } catch (e) {
-    const stderr = (e as { stderr?: Buffer }).stderr?.toString().trim().split('\n').slice(-3).join(' ');
-    return `the 2025.1 root cannot be built: ${stderr || String(e)}`;
-  }
-}
+export const neutronUnavailable = release2025Unavailable;
+
+/** The mechanism driver of a private Neutron (scripts/neutron-stack's NEUTRON_ML2). */
+export type Ml2 = 'ovn' | 'openvswitch';
+/** An ML2/OVS host's security-group firewall (NEUTRON_OVS_FIREWALL): it decides the binding's `ovs_hybrid_plug`. */
+export type OvsFirewall = 'openvswitch' | 'iptables_hybrid';
 
 export interface CloudPorts {
   readonly keystone: number;
@@ -53,6 +52,28 @@ export interface PluggablePort {
 
 const ip = (...args: string[]): string => execFileSync('ip', args, { encoding: 'utf8' });
 
+/**
+ * A "VM" for `port` on chassis `host`: namespace `ns` holding one end of a veth with the port's
+ * MAC, address (/24) and the geneve MTU; the other end, named as nova names a tap, is plugged
+ * into the host's br-int as os-vif plugs (iface-id, iface-status, attached-mac, vm-uuid).
+ * `inHost` runs a command in the host's namespace against its OVS (scripts/neutron-stack host-exec).
+ */
+export async function plugVmNamespace(inHost: (...cmd: string[]) => Promise<string>, host: string, port: PluggablePort, ns: string): Promise<void> {
+  const dev = tapName(port.id);
+  const peer = `vm${Math.random().toString(36).slice(2, 9)}`;
+  ip('netns', 'add', ns);
+  ip('-n', ns, 'link', 'set', 'lo', 'up');
+  ip('link', 'add', dev, 'type', 'veth', 'peer', 'name', peer);
+  ip('link', 'set', dev, 'netns', `ca-${host}`);
+  ip('link', 'set', peer, 'netns', ns);
+  ip('-n', ns, 'link', 'set', peer, 'name', 'eth0');
+  ip('-n', ns, 'link', 'set', 'eth0', 'address', port.mac_address, 'mtu', '1442', 'up');
+  ip('-n', ns, 'addr', 'add', `${port.fixed_ips[0]?.ip_address}/24`, 'dev', 'eth0');
+  ip('-n', `ca-${host}`, 'link', 'set', dev, 'up');
+  await inHost('ovs-vsctl', '--', '--may-exist', 'add-port', 'br-int', dev, '--', 'set', 'Interface', dev,
+    `external_ids:iface-id=${port.id}`, 'external_ids:iface-status=active', `external_ids:attached-mac=${port.mac_address}`, `external_ids:vm-uuid=${port.id}`);
+}
+
 export interface NeutronReply {
   readonly status: number;
   readonly body: Record<string, unknown>;
@@ -70,10 +91,11 @@ export class NeutronCloud {
     /** The compute endpoint registered in the catalog (where Neutron's notifier sends events). */
     private readonly computePort: number,
     private readonly log: (line: string) => void,
+    readonly ml2: Ml2,
   ) {}
 
-  static async create(opts: { computePort?: number; log?: (line: string) => void } = {}): Promise<NeutronCloud> {
-    return new NeutronCloud(await freePorts(), opts.computePort ?? 1, opts.log ?? (() => undefined));
+  static async create(opts: { computePort?: number; log?: (line: string) => void; ml2?: Ml2 } = {}): Promise<NeutronCloud> {
+    return new NeutronCloud(await freePorts(), opts.computePort ?? 1, opts.log ?? (() => undefined), opts.ml2 ?? 'ovn');
   }
 
   get keystoneUrl(): string {
@@ -106,6 +128,7 @@ export class NeutronCloud {
       KEYSTONE_SERVICE_PASSWORD: CLOUD_SERVICE_PASSWORD,
       NEUTRON_PORT: String(this.ports.neutron),
       NOVA_API_PORT: String(this.computePort),
+      NEUTRON_ML2: this.ml2,
       ...extra,
     };
   }
@@ -124,30 +147,14 @@ export class NeutronCloud {
     return this.run('neutron-stack', ['host-exec', host, ...cmd], {}, 60_000);
   }
 
-  /**
-   * A "VM" for `port` on chassis `host`: namespace `ns` holding one end of a veth with the port's
-   * MAC, address (/24) and the geneve MTU; the other end, named as nova names a tap, is plugged
-   * into the host's br-int as os-vif plugs (iface-id, iface-status, attached-mac, vm-uuid).
-   */
+  /** A "VM" namespace `ns` for `port` on chassis `host` (see `plugVmNamespace`); `down` deletes it. */
   async plugVm(host: string, port: PluggablePort, ns: string): Promise<void> {
-    const dev = tapName(port.id);
-    const peer = `vm${Math.random().toString(36).slice(2, 9)}`;
-    ip('netns', 'add', ns);
     this.vmNamespaces.push(ns);
-    ip('-n', ns, 'link', 'set', 'lo', 'up');
-    ip('link', 'add', dev, 'type', 'veth', 'peer', 'name', peer);
-    ip('link', 'set', dev, 'netns', `ca-${host}`);
-    ip('link', 'set', peer, 'netns', ns);
-    ip('-n', ns, 'link', 'set', peer, 'name', 'eth0');
-    ip('-n', ns, 'link', 'set', 'eth0', 'address', port.mac_address, 'mtu', '1442', 'up');
-    ip('-n', ns, 'addr', 'add', `${port.fixed_ips[0]?.ip_address}/24`, 'dev', 'eth0');
-    ip('-n', `ca-${host}`, 'link', 'set', dev, 'up');
-    await this.inHost(host, 'ovs-vsctl', '--', '--may-exist', 'add-port', 'br-int', dev, '--', 'set', 'Interface', dev,
-      `external_ids:iface-id=${port.id}`, 'external_ids:iface-status=active', `external_ids:attached-mac=${port.mac_address}`, `external_ids:vm-uuid=${port.id}`);
+    await plugVmNamespace((...cmd) => this.inHost(host, ...cmd), host, port, ns);
   }
 
-  /** Keystone (and its Placement with `placement`), the 2025.1 RabbitMQ, Neutron, and `hosts`. */
-  async up(opts: { placement?: boolean; hosts?: readonly string[] } = {}): Promise<void> {
+  /** Keystone (and its Placement with `placement`), the 2025.1 RabbitMQ, Neutron, and `hosts` (ML2/OVS ones with their `firewalls`, default openvswitch). */
+  async up(opts: { placement?: boolean; hosts?: readonly string[]; firewalls?: Readonly<Record<string, OvsFirewall>> } = {}): Promise<void> {
     this.started.keystone = true;
     await this.timed('keystone-stack up keystone', () => this.run('keystone-stack', ['up', 'keystone']));
     if (opts.placement) {
@@ -157,7 +164,10 @@ export class NeutronCloud {
     await this.timed('stack up rabbitmq (2025.1, shared)', () => this.run('stack', ['up', 'rabbitmq']));
     this.started.neutron = true;
     await this.timed('neutron-stack up', () => this.run('neutron-stack', ['up']));
-    for (const h of opts.hosts ?? []) await this.timed(`host-up ${h}`, () => this.run('neutron-stack', ['host-up', h]));
+    for (const h of opts.hosts ?? []) {
+      const firewall = opts.firewalls?.[h];
+      await this.timed(`host-up ${h}`, () => this.run('neutron-stack', ['host-up', h], firewall ? { NEUTRON_OVS_FIREWALL: firewall } : {}));
+    }
     this.adminToken = await this.token('admin', CLOUD_ADMIN_PASSWORD, 'admin');
   }
 
@@ -218,4 +228,26 @@ export class NeutronCloud {
     this.log(`${what}: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     return r;
   }
+}
+
+/**
+ * A qemu agent's spec for agent host `host` of `cloud`: instances under its directory, TCG, QEMU
+ * and its VIFs in the host's namespace and Open vSwitch, Placement through the cloud's Keystone,
+ * network-vif-plugged waited for `vifTimeoutS` (fatal or not).
+ */
+export function neutronQemuAgent(cloud: NeutronCloud, host: string, exchange: string, o: { vifTimeoutS: number; fatal: boolean }): AgentSpec {
+  const s = agentSpec(host, exchange);
+  const instances = join(s.dir, 'instances');
+  mkdirSync(instances);
+  const conf = readFileSync(s.file, 'utf8')
+    .replace(/^compute_driver = .*\n/m, '')
+    .replace('[DEFAULT]\n', `[DEFAULT]\ncompute_driver = qemu\ninstances_path = ${instances}\nvif_plugging_timeout = ${o.vifTimeoutS}\nvif_plugging_is_fatal = ${o.fatal}\n`)
+    .replace(
+      /^\[placement\]\nendpoint_override = .*\n/m,
+      `[placement]\nauth_type = password\nauth_url = ${cloud.keystoneUrl}\nusername = nova\npassword = ${CLOUD_SERVICE_PASSWORD}\nproject_name = service\n`,
+    )
+    .concat(`[qemu]\naccel = tcg\nshutdown_timeout = 1\ndestroy_timeout = 5\nnetwork_namespace = ca-${host}\n`)
+    .concat(`[os_vif_ovs]\novsdb_connection = ${cloud.ovsdb(host)}\ndatapath_type = netdev\n`);
+  writeFileSync(s.file, conf, { mode: 0o600 });
+  return s;
 }

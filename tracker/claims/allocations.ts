@@ -72,13 +72,17 @@ export class AllocationWriter {
   }
 
   /**
-   * Checks a scheduler's claim: every provider is ours (or a sharing provider of ours) and the
-   * totals per class equal what the flavor asks. @throws ClaimMismatchError
+   * Checks a scheduler's claim: every provider is this host's (ours, a sharing provider of ours, or
+   * one another service created in our tree) and the totals per class on our and sharing providers
+   * equal what the flavor asks. What the instance holds on another service's providers (a port's
+   * bandwidth on Neutron's) answers that service's request, not the flavor: it is accepted as the
+   * scheduler placed it and not counted against the flavor.
+   * @throws ClaimMismatchError
    */
-  verifyClaim(consumer: string, existing: Allocs, ours: ReadonlySet<string>, want: Readonly<Record<string, number>>): void {
-    const foreign = Object.keys(existing).filter((rp) => !ours.has(rp) && !this.isSharing(rp));
+  verifyClaim(consumer: string, existing: Allocs, tree: { ours: ReadonlySet<string>; others: ReadonlySet<string> }, want: Readonly<Record<string, number>>): void {
+    const foreign = Object.keys(existing).filter((rp) => !tree.ours.has(rp) && !this.isSharing(rp) && !tree.others.has(rp));
     if (foreign.length) throw new ClaimMismatchError(consumer, `the claim for ${consumer} is on providers that are not this host's: ${foreign.join(', ')}`);
-    const have = sumAllocations(existing);
+    const have = sumAllocations(Object.fromEntries(Object.entries(existing).filter(([rp]) => !tree.others.has(rp) || tree.ours.has(rp))));
     const diff = [...new Set([...Object.keys(have), ...Object.keys(want)])].filter((rc) => (have[rc] ?? 0) !== (want[rc] ?? 0));
     if (diff.length) {
       throw new ClaimMismatchError(consumer, `the claim for ${consumer} does not match the flavor: ${diff.map((rc) => `${rc} ${have[rc] ?? 0} claimed, ${want[rc] ?? 0} asked`).join('; ')}`);

@@ -29,6 +29,14 @@ export interface ClaimScope {
   ourProviders(): readonly ProviderSnapshot[];
   /** Sharing providers serving this host. */
   sharingProviders(): readonly ProviderSnapshot[];
+  /**
+   * Providers in this host's tree that another service created under our root (Neutron's
+   * bandwidth and packet-rate providers, Cyborg's devices), as last listed. An instance's
+   * allocations may span them: the scheduler fulfils a port's resource request there.
+   */
+  othersInTree(): ReadonlySet<string>;
+  /** The same, from a fresh listing of the tree (for a claim naming one the last listing lacked). */
+  listOthersInTree(): Promise<ReadonlySet<string>>;
 }
 
 export interface ClaimServiceDeps {
@@ -94,7 +102,7 @@ export class ClaimService {
       const want = totalsOf(requestFromFlavor(inst.flavor));
       const existing = await this.readOnce(inst.uuid);
       if (opts.schedulerClaimed || Object.keys(existing).length > 0) {
-        this.verify(inst.uuid, existing, want);
+        await this.verify(inst.uuid, existing, want);
         return existing;
       }
     }
@@ -127,7 +135,7 @@ export class ClaimService {
   private async claimMoveDestinationOnce(instance: string, migration: string, flavor: Flavor, opts: ClaimOptions): Promise<MoveClaim> {
     if (opts.schedulerClaimed) {
       const have = await this.readOnce(instance);
-      this.verify(instance, have, totalsOf(requestFromFlavor(flavor)));
+      await this.verify(instance, have, totalsOf(requestFromFlavor(flavor)));
       return { dest: have };
     }
     const plan = this.claimInFlight(instance, flavor);
@@ -225,8 +233,19 @@ export class ClaimService {
     return plan;
   }
 
-  /** @throws ClaimMismatchError */
-  private verify(consumer: string, existing: Allocs, want: Readonly<Record<string, number>>): void {
-    this.writes.verifyClaim(consumer, existing, new Set(this.deps.scope.ourProviders().map((p) => p.uuid)), want);
+  /**
+   * Checks a scheduler's claim against this host. A provider neither ours, nor a sharing one, nor
+   * one the last listing showed in our tree may be one another service added since (Neutron
+   * reports its providers when its agent starts): the tree is listed again, once, before the
+   * claim is called foreign.
+   * @throws ClaimMismatchError
+   */
+  private async verify(consumer: string, existing: Allocs, want: Readonly<Record<string, number>>): Promise<void> {
+    const { scope } = this.deps;
+    const ours = new Set(scope.ourProviders().map((p) => p.uuid));
+    const sharing = new Set(scope.sharingProviders().map((p) => p.uuid));
+    let others = scope.othersInTree();
+    if (Object.keys(existing).some((rp) => !ours.has(rp) && !sharing.has(rp) && !others.has(rp))) others = await scope.listOthersInTree();
+    this.writes.verifyClaim(consumer, existing, { ours, others }, want);
   }
 }

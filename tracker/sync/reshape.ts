@@ -33,9 +33,15 @@ function add(target: Amounts, rp: string, rc: string, n: number): void {
 
 /** Validates the instructions against the trees; throws ReshapeError naming the first problem. */
 function validate(moves: readonly MoveInstruction[], desired: Tree, ctx: SyncContext, ours: ReadonlySet<string>): void {
+  // A provider in our tree that the agent did not create (Neutron's bandwidth providers) is never
+  // a side of a move: the reshape would rewrite its inventory, which belongs to its creator.
+  const theirs = (uuid: string): boolean => ctx.view.has(uuid) && !ours.has(uuid) && !ctx.ownership.ownsProvider(uuid);
   for (const m of moves) {
     if (!ctx.view.has(m.from) && !ours.has(m.from)) throw new ReshapeError(`move from unknown provider ${m.from}`);
     if (!desired.exists(m.to)) throw new ReshapeError(`move to provider ${m.to}, which is not in the new tree`);
+    for (const uuid of [m.from, m.to]) {
+      if (theirs(uuid)) throw new ReshapeError(`move ${m.from} -> ${m.to}: provider ${uuid} (${ctx.view.get(uuid)?.name ?? '?'}) was not created by this agent; its inventory is not the agent's to move`);
+    }
     for (const [rc, n] of Object.entries(m.resources)) {
       if (!Number.isInteger(n) || n <= 0) throw new ReshapeError(`move ${m.from} -> ${m.to}: ${rc} amount ${n} is not a positive integer`);
     }

@@ -205,7 +205,8 @@ export class FakeDriver implements VirtDriver {
 
   async migrateDiskAndPowerOff(instance: InstanceRef, migration: MigrationRef, flavor: Flavor): Promise<MigrateDiskResult> {
     await this.faults.before('migrateDiskAndPowerOff');
-    this.hypervisor.migrateOut(instance);
+    const out = this.hypervisor.migrateOut(instance);
+    await this.vifs.unplugAll(out.vifs ?? []); // as a real host: the VIFs leave with the guest
     await this.hypervisor.save();
     return { diskInfo: JSON.stringify({ instance: instance.uuid, migration: migration.uuid, root_gb: flavor.root_gb, ephemeral_gb: flavor.ephemeral_gb }) };
   }
@@ -213,6 +214,7 @@ export class FakeDriver implements VirtDriver {
   async finishMigration(instance: InstanceSpec, _migration: MigrationRef, _disk: MigrateDiskResult, opts: { readonly powerOn?: boolean } = {}): Promise<void> {
     await this.faults.before('finishMigration');
     this.hypervisor.migrateIn(instance, opts.powerOn !== false);
+    if (opts.powerOn !== false) await this.vifs.plugAll(instance.uuid, instance.network_info ?? []);
     await this.hypervisor.save();
   }
 
@@ -225,6 +227,7 @@ export class FakeDriver implements VirtDriver {
   async finishRevertMigration(instance: InstanceRef, _migration: MigrationRef, opts: { readonly powerOn?: boolean } = {}): Promise<void> {
     await this.faults.before('finishRevertMigration');
     this.hypervisor.revert(instance, opts.powerOn !== false);
+    if (opts.powerOn !== false) await this.vifs.plugAll(instance.uuid, this.hypervisor.get(instance).vifs ?? []);
     await this.hypervisor.save();
   }
 
@@ -246,6 +249,7 @@ export class FakeDriver implements VirtDriver {
     const here = this.hypervisor.find(instance.uuid);
     if (here && here.task !== 'incoming') throw new InstanceExistsError(instance.uuid);
     this.hypervisor.receive(instance);
+    await this.vifs.plugAll(instance.uuid, instance.network_info ?? []); // the destination binding's VIFs, before the guest arrives
     await this.hypervisor.save();
     return data;
   }
@@ -293,7 +297,11 @@ export class FakeDriver implements VirtDriver {
 
   async rollbackLiveMigrationAtDestination(instance: InstanceRef, _data: LiveMigrateData): Promise<void> {
     await this.faults.before('rollbackLiveMigrationAtDestination');
-    if (this.hypervisor.find(instance.uuid)?.task === 'incoming') this.hypervisor.delete(instance.uuid);
+    const incoming = this.hypervisor.find(instance.uuid);
+    if (incoming?.task === 'incoming') {
+      await this.vifs.unplugAll(incoming.vifs ?? []);
+      this.hypervisor.delete(instance.uuid);
+    }
     await this.hypervisor.save();
   }
 

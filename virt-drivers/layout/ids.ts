@@ -45,9 +45,17 @@ export function gpuAddressFromName(nodename: string, name: string): string | und
   return m ? `${m[1]}:${m[2]}:${m[3]}.${m[4]}` : undefined;
 }
 
-/** Whether `name` is a NIC provider name of `nodename`. */
+/** A name the kernel accepts for an interface (`dev_valid_name`): 1-15 characters, no '/', ':' or white space, not '.' or '..'. */
+const IFNAME = /^(?!\.{1,2}$)[^/:\s]{1,15}$/;
+
+/**
+ * Whether `name` is a NIC provider name of `nodename`: `<nodename>:<interface name>`. Neutron
+ * names its own providers under the same root `<nodename>:<agent type>[:<bridge>]` (`OVN
+ * Controller agent`, `Open vSwitch agent`); an agent type has spaces, which no interface name
+ * has, so those are never taken for the driver's.
+ */
 export function isNicProviderName(nodename: string, name: string): boolean {
-  return name.startsWith(`${nodename}:`) && name.length > nodename.length + 1;
+  return name.startsWith(`${nodename}:`) && IFNAME.test(name.slice(nodename.length + 1));
 }
 
 /** The uuid of a device's provider under the root `rootUuid`. */

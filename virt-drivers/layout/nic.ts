@@ -1,14 +1,21 @@
 /**
  * NIC facts to providers.
  *
- * Each physical port (not an SR-IOV VF, not a switchdev representor) with VFs or bandwidth gets a
- * child of the compute node named `<nodename>:<ifname>` with:
+ * Each physical port (not an SR-IOV VF, not a switchdev representor) with something to report gets
+ * a child of the compute node named `<nodename>:<ifname>` with:
  * - `SRIOV_NET_VF` = `sriov_totalvfs`, and the trait `HW_NIC_SRIOV`, when the port has SR-IOV;
- * - `NET_BW_EGR_KILOBIT_PER_SEC` / `NET_BW_IGR_KILOBIT_PER_SEC` = link speed (Mb/s) x 1000, or
- *   what `[network] resource_provider_bandwidths` says for the interface (operator config wins;
- *   0 reports none);
- * - one `CUSTOM_PHYSNET_<NAME>` trait per physnet `[network] physical_device_mappings` maps to it.
- * A port with neither VFs nor bandwidth gets no provider (Placement rejects a total of 0).
+ * - one `CUSTOM_PHYSNET_<NAME>` trait per physnet `[network] physical_device_mappings` maps to it;
+ * - only with `[network] report_bandwidth_inventory`: `NET_BW_EGR_KILOBIT_PER_SEC` /
+ *   `NET_BW_IGR_KILOBIT_PER_SEC` = link speed (Mb/s) x 1000, or what `[network]
+ *   resource_provider_bandwidths` says for the interface (operator config wins; 0 reports none).
+ * A port with none of these gets no provider (Placement rejects a total of 0, and an empty
+ * provider says nothing).
+ *
+ * Bandwidth is off by default because in an OpenStack cloud Neutron's placement plugin owns it: it
+ * creates `<host>:<agent>[:<bridge>]` providers of its own under our root with NET_BW_* (and
+ * NET_PACKET_RATE_*) inventory, and binds a minimum-bandwidth port only through those. Ours
+ * would be capacity counted twice that no port could ever use; nova-compute reports none either.
+ * The link speed stays a fact (`discover --facts`) whatever the option says.
  *
  * Link speed is only readable while the link is up. A port whose link goes down keeps the last
  * speed seen by this process (`SpeedMemory`) rather than losing its bandwidth inventory, which may
@@ -49,7 +56,9 @@ export function nicIdentity(nic: NicFacts): { key: string; lineage: string } {
 }
 
 function bandwidthRecords(nic: NicFacts, opts: LayoutOptions, speeds?: SpeedMemory): Record<string, InventoryRecord> {
+  // Seen speeds are remembered even when not reported, for a configuration reloaded to report them.
   const speed = speeds ? speeds.speedOf(nic) : nic.speedMbps;
+  if (!opts.reportBandwidth) return {};
   const fromLink = speed !== undefined && speed > 0 ? speed * 1000 : undefined;
   const conf = opts.bandwidths.get(nic.name);
   const egress = conf?.egressKbps ?? fromLink;
@@ -72,7 +81,7 @@ export function planNics(nodename: string, nics: readonly NicFacts[], opts: Layo
       inventories.SRIOV_NET_VF = deviceRecord(nic.sriovTotalVfs);
       traits.push('HW_NIC_SRIOV');
     }
-    if (Object.keys(inventories).length === 0) continue;
+    if (Object.keys(inventories).length === 0 && traits.length === 0) continue;
     out.push({
       kind: 'nic',
       name: nicProviderName(nodename, nic.name),

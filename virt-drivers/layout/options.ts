@@ -32,7 +32,12 @@ export interface LayoutOptions {
   readonly ignoredDevices: ReadonlySet<string>;
   /** Interface -> physnets. */
   readonly physnets: ReadonlyMap<string, readonly string[]>;
-  /** Interface -> configured bandwidth. */
+  /**
+   * Whether NIC providers carry NET_BW_* inventory (`[network] report_bandwidth_inventory`); off
+   * where Neutron's placement plugin reports bandwidth on providers of its own.
+   */
+  readonly reportBandwidth: boolean;
+  /** Interface -> configured bandwidth (read only with `reportBandwidth`). */
   readonly bandwidths: ReadonlyMap<string, Bandwidth>;
   /** Capability traits of the driver: trait -> whether it applies. */
   readonly capabilityTraits: Readonly<Record<string, boolean>>;
@@ -80,6 +85,7 @@ export function layoutOptionsFromConfig(config: AgentConfig, capabilityTraits: R
     reportPassthroughGpus: config.devices.report_passthrough_gpus,
     ignoredDevices: new Set(config.devices.ignored_devices.map((s) => (/^[0-9a-fA-F]{4}:/.test(s) ? s.toLowerCase() : s))),
     physnets,
+    reportBandwidth: config.network.report_bandwidth_inventory,
     bandwidths,
     capabilityTraits,
   };

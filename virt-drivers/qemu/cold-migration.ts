@@ -1,6 +1,6 @@
 /**
  * Cold migration and resize, nova's four steps:
- * 1. source `migrateDiskAndPowerOff`: clean power off (ACPI, then hard after `shutdown_timeout`),
+ * 1. source `migrateDiskAndPowerOff`: clean power off (ACPI, then hard after `shutdown_timeout`), its VIFs unplugged,
  *    the instance directory renamed `<uuid>_resize` (kept until confirm or revert; the name frees
  *    `<uuid>` for a resize to the same host), and a `diskInfo` saying where the files are;
  * 2. destination `finishMigration`: fetches the files (`disk-transfer.ts`) into a staging
@@ -83,6 +83,9 @@ export async function migrateDiskAndPowerOff(host: QemuHost, ref: InstanceRef, m
       throw new DriverError(`instance ${ref.uuid}: cannot resize its disk down from ${(size / GIB).toFixed(1)} GiB to ${flavor.root_gb} GiB`);
     }
     const how = await host.table.stop(m, host.opts.shutdownTimeoutMs);
+    // As nova's migrate_disk_and_power_off: the VIFs leave this host with the guest (the
+    // destination plugs them once their binding moved; a revert plugs them here again).
+    await unplugAllQuietly(host, ref.uuid, m.rec.vifs ?? []);
     await rename(m.paths.dir, resized);
     host.table.active.delete(ref.uuid);
     const moved: Managed = { rec: m.rec, paths: instancePaths(resized) };

@@ -163,6 +163,12 @@ export async function postLiveMigrationAtDestination(host: QemuHost, ref: Instan
     const state = await vm.runState();
     if (state === 'inmigrate') throw new InstanceStateError(ref.uuid, 'still receiving', 'finish an incoming live migration');
     if (m.rec.vm.disk) await vm.execute('nbd-server-stop').catch(() => undefined);
+    // QEMU announced the guest's MACs (RARP) as the migration ended; again now that the source is
+    // gone, as nova's enable_qemu_monitor_announce_self does: OVN lets the destination port's
+    // traffic through only once it has seen one there, and switches may have learnt the old path.
+    if (m.rec.vm.nics?.length) {
+      await vm.execute('announce-self', { initial: 50, max: 550, rounds: 5, step: 100 }).catch((e: unknown) => host.log.warn({ instance: ref.uuid, reason: (e as Error).message }, 'announce-self failed'));
+    }
     await host.table.save(m, { task: null, power: 'running' });
     host.log.info({ instance: ref.uuid, runState: state }, 'live migration received');
   });

@@ -7,7 +7,7 @@
  *    unknown method or version, bad arguments, too large) is answered with a failure when it is a
  *    call, logged, and dropped or dead-lettered (`refusals.ts`, which bounds what that keeps in
  *    memory); it never reaches a handler or stops the consumer.
- * 2. Take a place in a FIFO of `prefetch` slots (the bound on requests in progress) and, for
+ * 2. Take a place in a FIFO of `maxInProgress` slots (the bound on requests in progress) and, for
  *    instance-keyed methods, in that instance's serial queue, both in delivery order.
  * 3. When the slot is granted: `RequestJournal.accept` (journaled methods), then ack. A duplicate
  *    `_unique_id` (in flight, recently seen, or known to the journal) is acked and dropped.
@@ -41,8 +41,15 @@ export interface RpcServerOptions {
   readonly rabbit: RabbitOptions;
   /** Names the private fanout queue (oslo's uuid4 hex by default; the queue manager's names). */
   readonly ids?: TransientIds;
-  /** Requests in progress (acked or waiting to be) at most; also the AMQP prefetch. */
+  /** The AMQP prefetch: deliveries not yet acknowledged, at most. */
   readonly prefetch: number;
+  /**
+   * Requests in progress (acked or waiting to be) at most: oslo's executor_thread_pool_size.
+   * Defaults to `prefetch`. It must not be tied to the prefetch: kolla sets
+   * rabbit_qos_prefetch_count = 1, and a build waiting for Neutron's network-vif-plugged would
+   * then hold the only slot while the event that ends its wait queued behind it.
+   */
+  readonly maxInProgress?: number;
   readonly maxMessageBytes: number;
   /** Exchange for requests that cannot be processed; undefined drops them. */
   readonly deadLetterExchange?: string;
@@ -50,7 +57,8 @@ export interface RpcServerOptions {
   /** Delay before a message whose journal record failed is requeued (ms). */
   readonly journalRetryDelayMs?: number;
   /** Told how each request ended (for metrics). */
-  readonly onOutcome?: (method: string, outcome: 'succeeded' | 'failed' | 'interrupted') => void;
+  /** Each handled request's method, outcome and handling time in seconds (the metrics). */
+  readonly onOutcome?: (method: string, outcome: 'succeeded' | 'failed' | 'interrupted', seconds: number) => void;
 }
 
 export interface RpcServerStats {
@@ -86,7 +94,7 @@ export class RpcServer {
 
   constructor(private readonly opts: RpcServerOptions) {
     this.clock = opts.clock ?? systemClock;
-    this.slots = new FifoSemaphore(opts.prefetch);
+    this.slots = new FifoSemaphore(Math.max(opts.prefetch, opts.maxInProgress ?? opts.prefetch));
     this.replier = new Replier({
       broker: opts.broker,
       logger: opts.logger,
@@ -245,6 +253,7 @@ export class RpcServer {
   private async execute(req: RpcRequest, resolved: ResolvedRequest, id: string): Promise<void> {
     const call: CallInfo = { method: req.method, version: req.version, context: req.context, args: req.args, uniqueId: id, isCall: req.reply !== undefined, signal: this.abort.signal };
     const stopHeartbeats = req.reply ? this.heartbeats(req.reply, req.callMonitorTimeout) : () => undefined;
+    const started = this.clock.now();
     let outcome: Outcome;
     try {
       outcome = { ok: true, result: await resolved.invoke(call) };
@@ -259,7 +268,7 @@ export class RpcServer {
     if (req.reply) await this.replier.reply(req.reply, outcome);
     this.counts.completed++;
     const status = this.abort.signal.aborted && !outcome.ok ? { status: 'interrupted' as const, reason: 'agent stopping' } : outcome.ok ? { status: 'succeeded' as const } : { status: 'failed' as const, error: outcome.failure.message };
-    this.opts.onOutcome?.(req.method, status.status);
+    this.opts.onOutcome?.(req.method, status.status, (this.clock.now() - started) / 1000);
     if (resolved.journaled) {
       crashPoint('rpc.before-complete');
       await this.opts.journal.complete(id, status).catch((e: unknown) => {

@@ -94,6 +94,15 @@ describe('loadConfig', () => {
     expect(warnings).toEqual([`${a}:2: unknown option DEFAULT.hots (ignored)`]);
   });
 
+  test('bandwidth is not reported by default (Neutron reports it); resource_provider_bandwidths alone is a warning', () => {
+    const a = file('a.conf', '[network]\nresource_provider_bandwidths = eno1:1000:1000\n');
+    const { config, warnings } = loadConfig({ files: [a], env: NO_ENV });
+    expect(config.network.report_bandwidth_inventory).toBe(false);
+    expect(warnings).toEqual([expect.stringMatching(/resource_provider_bandwidths is set but network.report_bandwidth_inventory = false/)]);
+    const b = file('b.conf', '[network]\nreport_bandwidth_inventory = true\nresource_provider_bandwidths = eno1:1000:1000\n');
+    expect(loadConfig({ files: [b], env: NO_ENV }).warnings).toEqual([]);
+  });
+
   test('$state_path in instances_path follows state_path; $$ is a literal $', () => {
     const a = file('a.conf', '[DEFAULT]\nstate_path = /srv/agent\n[placement]\npassword = pa$$word\n');
     const { config } = loadConfig({ files: [a], env: NO_ENV });

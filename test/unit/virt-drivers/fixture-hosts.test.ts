@@ -28,7 +28,7 @@ const totals = (p: ProviderJson): Record<string, number> =>
 
 describe('fixture hosts: exact provider trees', () => {
   test('8x NVIDIA H100 with MIG on two GPUs', async () => {
-    const { providers, moves, host } = await discoverFixture('h100-mig');
+    const { providers, moves, host, driver } = await discoverFixture('h100-mig');
     expectExactTree('h100-mig', providers);
     expect(moves).toEqual([]);
     const root = byName(providers, 'dgx-h100-01');
@@ -56,10 +56,13 @@ describe('fixture hosts: exact provider trees', () => {
         'CUSTOM_HW_GPU_CUDA_COMPUTE_CAPABILITY_V9_0',
       ]);
     }
-    // The BMC's console VGA (0000:03:00.0) is not a GPU provider; the 1G port is a NIC provider.
+    // The BMC's console VGA (0000:03:00.0) is not a GPU provider. The 1G port has neither VFs nor
+    // a physnet, and its bandwidth is Neutron's to report: no provider, its speed stays a fact.
     expect(providers.some((p) => p.name.endsWith('_pci_0000_03_00_0'))).toBe(false);
-    expect(totals(byName(providers, 'dgx-h100-01:eno3'))).toEqual({ NET_BW_EGR_KILOBIT_PER_SEC: 1000000, NET_BW_IGR_KILOBIT_PER_SEC: 1000000 });
-    expect(providers).toHaveLength(1 + 8 + 1);
+    expect(providers.some((p) => p.name === 'dgx-h100-01:eno3')).toBe(false);
+    const eno3 = driver.lastHostFacts()?.nic;
+    expect(eno3?.status === 'detected' && eno3.data.find((n) => n.name === 'eno3')?.speedMbps).toBe(1000);
+    expect(providers).toHaveLength(1 + 8);
     expect(host.exec.calls.map((c) => c.args.join(' '))).toEqual([expect.stringContaining('--query-gpu='), 'mig -lgi', 'mig -lci']);
   });
 
@@ -96,12 +99,12 @@ describe('fixture hosts: exact provider trees', () => {
         'HW_GPU_CUDA_COMPUTE_CAPABILITY_V5_2',
       ]);
     }
-    // The Matrox console VGA is skipped; the I350 port has 7 VFs and 1 Gb/s.
-    expect(totals(byName(providers, 'vgpu-m60-03:eno1'))).toEqual({ SRIOV_NET_VF: 7, NET_BW_EGR_KILOBIT_PER_SEC: 1000000, NET_BW_IGR_KILOBIT_PER_SEC: 1000000 });
+    // The Matrox console VGA is skipped; the I350 port has 7 VFs (its 1 Gb/s is Neutron's to report).
+    expect(totals(byName(providers, 'vgpu-m60-03:eno1'))).toEqual({ SRIOV_NET_VF: 7 });
     expect(providers).toHaveLength(4);
   });
 
-  test('a dual-port 25G NIC with 64 VFs per port and a physnet mapping', async () => {
+  test('a dual-port 25G NIC with 64 VFs per port and a physnet mapping, bandwidth reported (report_bandwidth_inventory)', async () => {
     const { providers } = await discoverFixture('nic-sriov-25g');
     expectExactTree('nic-sriov-25g', providers);
     const f0 = byName(providers, 'net-node-12:ens1f0');
@@ -118,6 +121,21 @@ describe('fixture hosts: exact provider trees', () => {
     expect(totals(byName(providers, 'net-node-12:eno2'))).toEqual({ SRIOV_NET_VF: 7 });
     // The four VF netdevs of ens1f0, bond0, ovs-system and lo get no provider.
     expect(providers.map((p) => p.name).sort()).toEqual(['net-node-12', 'net-node-12:eno1', 'net-node-12:eno2', 'net-node-12:ens1f0', 'net-node-12:ens1f1']);
+  });
+
+  test('the same NIC host with bandwidth left to Neutron (the default): the same providers and traits, no NET_BW_*, the speeds still facts', async () => {
+    const { providers, driver } = await discoverFixture('nic-sriov-25g', { 'network.report_bandwidth_inventory': 'false', 'network.resource_provider_bandwidths': '' });
+    expect(providers.map((p) => p.name).sort()).toEqual(['net-node-12', 'net-node-12:eno1', 'net-node-12:eno2', 'net-node-12:ens1f0', 'net-node-12:ens1f1']);
+    for (const p of providers) expect(Object.keys(p.inventories).filter((rc) => rc.startsWith('NET_'))).toEqual([]);
+    expect(totals(byName(providers, 'net-node-12:ens1f0'))).toEqual({ SRIOV_NET_VF: 64 });
+    expect(byName(providers, 'net-node-12:ens1f0').traits).toEqual(['CUSTOM_PHYSNET_PHYSNET1', 'HW_NIC_SRIOV']);
+    const nics = driver.lastHostFacts()?.nic;
+    expect(nics?.status === 'detected' && nics.data.filter((n) => n.role === 'port').map((n) => [n.name, n.speedMbps])).toEqual(
+      expect.arrayContaining([
+        ['ens1f0', 25000],
+        ['eno1', 1000],
+      ]),
+    );
   });
 
   test('a two-NUMA host with 1G huge pages', async () => {

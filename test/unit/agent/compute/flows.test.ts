@@ -173,6 +173,26 @@ describe('compute flows (mocked Placement)', () => {
     expect(b.manager.record(uuid)).toBeUndefined();
   });
 
+  test('a check whose migration never came (the control plane gave up after it) is undone by the next check to the same host, which then succeeds', async () => {
+    const { mock, peers, a, b, call } = await setup();
+    const inst = instanceArgs();
+    const uuid = String(inst.uuid);
+    await call(b, 'build_and_run_instance', { instance: inst });
+    const first = { uuid: randomUUID(), migration_type: 'live-migration', source_compute: 'host-b', dest_compute: 'host-a' };
+    await call(a, 'check_can_live_migrate_destination', { instance: inst, migration: first });
+    expect(a.manager.record(uuid)?.migration?.uuid).toBe(first.uuid);
+    // No live_migration for `first`. A new request for the same host:
+    const second = { uuid: randomUUID(), migration_type: 'live-migration', source_compute: 'host-b', dest_compute: 'host-a' };
+    const data = await call(a, 'check_can_live_migrate_destination', { instance: inst, migration: second });
+    expect(mock.consumers.has(first.uuid)).toBe(false);
+    await call(b, 'live_migration', { instance: { uuid }, dest: 'host-a', migration: second, migrate_data: data });
+    await peers.settle();
+    expect(peers.failures).toEqual([]);
+    expect(a.manager.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
+    expect(consumers(mock).get(uuid)).toEqual({ [a.rootUuid]: { VCPU: 2, MEMORY_MB: 2048, DISK_GB: 11 } });
+    expect(mock.consumers.has(second.uuid)).toBe(false);
+  });
+
   test('live migration failing in the driver rolls back: source keeps the instance and its allocations', async () => {
     const { mock, peers, a, b, call } = await setup();
     const inst = instanceArgs();

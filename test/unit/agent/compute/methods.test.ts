@@ -39,6 +39,8 @@ const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
   start_instance: ['instance'],
   reboot_instance: ['instance', 'block_device_info', 'reboot_type'],
   get_console_output: ['instance', 'tail_length'],
+  attach_interface: ['instance', 'network_id', 'port_id', 'requested_ip', 'tag'],
+  detach_interface: ['instance', 'port_id'],
   rebuild_instance: ['instance', 'new_pass', 'injected_files', 'image_ref', 'orig_image_ref', 'orig_sys_metadata', 'bdms', 'recreate', 'on_shared_storage', 'preserve_ephemeral', 'migration', 'scheduled_node', 'limits', 'request_spec', 'accel_uuids', 'reimage_boot_volume', 'target_state'],
   get_diagnostics: ['instance'],
   confirm_resize_at_destination: ['instance', 'migration'],

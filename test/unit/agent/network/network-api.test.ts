@@ -274,6 +274,23 @@ describe('deallocate and refresh', () => {
     expect(neutron.ports.size).toBe(0);
   });
 
+  test('deallocatePort: one port deleted (ours) or unbound (the user\'s), the others untouched; a port already gone is fine', async () => {
+    const { neutron, svc, owner, net } = setup();
+    const user = neutron.addPort(net);
+    const [mine, other, theirs] = await svc.allocate(owner, on({ network_id: net }, { network_id: net }, { port_id: user.id }), []);
+    await svc.deallocatePort(owner.uuid, mine?.id ?? '', false);
+    await svc.deallocatePort(owner.uuid, theirs?.id ?? '', true);
+    expect([...neutron.ports.keys()].sort()).toEqual([other?.id, user.id].sort());
+    expect(neutron.ports.get(user.id)).toMatchObject({ device_id: '', 'binding:host_id': '', 'binding:vif_type': 'unbound' });
+    expect(neutron.ports.get(other?.id ?? '')).toMatchObject({ device_id: owner.uuid, 'binding:host_id': HOST });
+    await expect(svc.deallocatePort(owner.uuid, mine?.id ?? '', false)).resolves.toBeUndefined();
+    await expect(svc.deallocatePort(owner.uuid, randomUUID(), true)).resolves.toBeUndefined();
+    expect(await svc.portIdsOf(owner.uuid)).toEqual([other?.id]);
+    neutron.down = true;
+    await expect(svc.deallocatePort(owner.uuid, other?.id ?? '', false)).rejects.toBeInstanceOf(NeutronUnavailableError);
+    expect(neutron.ports.has(other?.id ?? '')).toBe(true);
+  });
+
   test('refresh keeps the previous order, puts new ports last, keeps preserve_on_delete, and sees new state', async () => {
     const { neutron, svc, owner, net } = setup();
     const user = neutron.addPort(net);

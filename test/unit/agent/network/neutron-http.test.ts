@@ -4,7 +4,7 @@ import nock from 'nock';
 import type { Clock } from '../../../../lib/clock';
 import type { AuthProvider } from '../../../../tracker/placement/auth';
 import { NodeHttpTransport, TransportError, type HttpTransport } from '../../../../tracker/placement/transport';
-import { NeutronHttpClient } from '../../../../agent/network/neutron-http';
+import { NeutronHttpClient, neutronRoute } from '../../../../agent/network/neutron-http';
 import {
   NetworkRequestError,
   NeutronAuthError,
@@ -150,8 +150,9 @@ describe('NeutronHttpClient: what it sends', () => {
       .reply(201, { binding })
       .get(`/v2.0/ports/${PORT_ID}/bindings/cmp-2`)
       .reply(200, { binding })
+      // Neutron 2025.1 answers activate with the binding bare, not under `binding` (read on the cloud).
       .put(`/v2.0/ports/${PORT_ID}/bindings/cmp-2/activate`)
-      .reply(200, { binding: { ...binding, status: 'ACTIVE' } })
+      .reply(200, { ...binding, status: 'ACTIVE' })
       .delete(`/v2.0/ports/${PORT_ID}/bindings/cmp-2`)
       .reply(204)
       .delete(`/v2.0/ports/${PORT_ID}/bindings/cmp-3`)
@@ -290,6 +291,15 @@ describe('NeutronHttpClient: classification', () => {
     expect(await c.deletePort(PORT_ID)).toBe(true);
   });
 
+  test('floating IPs of a Neutron without the L3 API (404 on the collection) are none; other failures still throw', async () => {
+    const { c } = client();
+    const notFound = { NeutronError: { type: 'HTTPNotFound', message: 'The resource could not be found.' } };
+    nock(BASE).get('/v2.0/floatingips').query({ port_id: PORT_ID }).reply(404, notFound);
+    expect(await c.listFloatingIps(PORT_ID)).toEqual([]);
+    nock(BASE).get('/v2.0/floatingips').query({ port_id: PORT_ID }).reply(403, { NeutronError: { type: 'Forbidden', message: 'no' } });
+    await expect(c.listFloatingIps(PORT_ID)).rejects.toBeInstanceOf(NeutronRefusedError);
+  });
+
   test('409 is NeutronConflictError with Neutron words', async () => {
     const { c } = client();
     nock(BASE).post('/v2.0/ports').reply(409, { NeutronError: { type: 'MacAddressInUse', message: 'Unable to complete operation for network. The mac address is in use.' } });
@@ -334,5 +344,22 @@ describe('NeutronHttpClient: classification', () => {
     expect((bad as Error).message).toMatch(new RegExp(`GET /v2.0/ports/${PORT_ID}: unexpected answer from Neutron: port\\.mac_address`));
     await expect(c.listNetworks(['a'])).rejects.toThrow(/unexpected answer from Neutron: networks:/);
     await expect(c.listSubnets(['s'])).rejects.toThrow(/subnets\.0\.ip_version/);
+  });
+});
+
+describe('the route a request is counted under', () => {
+  test('ids become {id}, a binding host {host}, the query goes', () => {
+    expect(neutronRoute('/v2.0/ports/6f1c2a8e-0b4d-4c4e-9a51-2f7d3c1b9e00/bindings/compute-a/activate')).toBe('/v2.0/ports/{id}/bindings/{host}/activate');
+    expect(neutronRoute('/v2.0/ports?device_id=6f1c2a8e-0b4d-4c4e-9a51-2f7d3c1b9e00')).toBe('/v2.0/ports');
+    expect(neutronRoute('/v2.0/extensions')).toBe('/v2.0/extensions');
+  });
+
+  test('each answer is reported with its status and time, a failed connection as error', async () => {
+    const answers: string[] = [];
+    const c = new NeutronHttpClient({ auth: new CountingAuth(), transport: new NodeHttpTransport({ timeoutMs: 5000 }), retries: 0, clock: new FakeClock(), onAnswer: (m, r, s, t) => answers.push(`${m} ${r} ${s} ${t >= 0}`) });
+    const id = '6f1c2a8e-0b4d-4c4e-9a51-2f7d3c1b9e00';
+    nock(BASE).get(`/v2.0/ports/${id}`).reply(404, { NeutronError: { type: 'PortNotFound', message: 'gone' } });
+    await expect(c.getPort(id)).rejects.toThrow(/404/);
+    expect(answers).toEqual(['GET /v2.0/ports/{id} 404 true']);
   });
 });

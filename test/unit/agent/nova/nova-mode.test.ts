@@ -138,6 +138,8 @@ describe('compute flows in nova mode', () => {
     expect(mock.consumers.has(uuid)).toBe(false);
     const finish = c.calls.find((x) => x.what === 'InstanceActionEvent.event_finish_with_failure');
     expect(String(finish?.kwargs?.exc_val)).toMatch(/does not match the flavor/);
+    // The reason `server show` gives for the ERROR, as nova-compute records it for a failed build.
+    expect(c.faults).toEqual([expect.objectContaining({ instance_uuid: uuid, message: expect.stringMatching(/does not match the flavor/) as unknown })]);
   });
 
   test('terminate: saved DELETED, destroyed, the scheduler told, the allocation deleted', async () => {

@@ -63,6 +63,8 @@ async function conductorMove(w: World, type: 'migration' | 'live-migration', tas
   return w.c.migration({ uuid: mig, instance_uuid: w.uuid, source_compute: 'host-a', dest_compute: null, migration_type: type, status: type === 'migration' ? 'pre-migrating' : 'accepted' });
 }
 
+/** The Migration id of an Instance row's migration_context (as nova-api reads it to route events). */
+const migrationId = (r: Record<string, unknown>): unknown => ((r.migration_context as { 'nova_object.data'?: { migration_id?: unknown } } | null)?.['nova_object.data'])?.migration_id;
 const row = (w: World): Record<string, unknown> => w.c.instances.get(w.uuid) ?? {};
 const migRow = (w: World, m: Record<string, unknown>): Record<string, unknown> => w.c.migrations.get(String((m['nova_object.data'] as { uuid: string }).uuid)) ?? {};
 const allocs = async (w: World, consumer: string): Promise<Record<string, unknown>> => Object.fromEntries(Object.entries((await w.api.consumerAllocations(consumer)).allocations).map(([rp, v]) => [rp, v.resources]));
@@ -90,12 +92,14 @@ describe.each([{ release: ZED }, { release: EPOXY }])('nova $release.name', ({ r
     expect(migRow(w, mig).dest_host).toBe('192.0.2.2');
     nodeIds(w, release, 'host-b', mig);
     expect(await allocs(w, w.uuid)).toEqual({ [w.b.rootUuid]: RES });
+    // nova-api sends the instance's events to its migration context's hosts too (a revert's source waits for some).
+    expect(migrationId(row(w))).toBe(migRow(w, mig).id);
 
     // nova-api: migration confirming, cast to the source.
     Object.assign(migRow(w, mig), { status: 'confirming' });
     await w.peers.cast(w.a.name, 'confirm_resize', { instance: w.c.instance(row(w)), migration: prim('Migration', migRow(w, mig)) }, CTX);
     await w.peers.settle();
-    expect(row(w)).toMatchObject({ vm_state: 'active', task_state: null, host: 'host-b', old_flavor: null, new_flavor: null });
+    expect(row(w)).toMatchObject({ vm_state: 'active', task_state: null, host: 'host-b', old_flavor: null, new_flavor: null, migration_context: null });
     expect(migRow(w, mig).status).toBe('confirmed');
     expect(await allocs(w, String(migRow(w, mig).uuid))).toEqual({});
     expect(w.a.manager.record(w.uuid)).toBeUndefined();
@@ -113,7 +117,7 @@ describe.each([{ release: ZED }, { release: EPOXY }])('nova $release.name', ({ r
     await w.peers.cast(w.b.name, 'revert_resize', { instance: w.c.instance(row(w)), migration: prim('Migration', migRow(w, mig)) }, CTX);
     await w.peers.settle();
     expect(w.peers.failures).toEqual([]);
-    expect(row(w)).toMatchObject({ vm_state: 'active', task_state: null, host: 'host-a', node: 'host-a' });
+    expect(row(w)).toMatchObject({ vm_state: 'active', task_state: null, host: 'host-a', node: 'host-a', migration_context: null });
     nodeIds(w, release, 'host-a', mig);
     expect(migRow(w, mig).status).toBe('reverted');
     expect(await allocs(w, w.uuid)).toEqual({ [w.a.rootUuid]: RES });
@@ -155,9 +159,14 @@ describe.each([{ release: ZED }, { release: EPOXY }])('nova $release.name', ({ r
   test('live migration: checks answered, the destination takes the instance, the migration completed and its consumer emptied', async () => {
     const w = await world(release);
     const mig = await conductorMove(w, 'live-migration', 'migrating');
-    const data = await w.peers.call(w.b.name, 'check_can_live_migrate_destination', { instance: w.c.instance(row(w)), block_migration: false, disk_over_commit: false, migration: mig, limits: null }, CTX);
+    const answer = await w.peers.call<Record<string, unknown>>(w.b.name, 'check_can_live_migrate_destination', { instance: w.c.instance(row(w)), block_migration: false, disk_over_commit: false, migration: mig, limits: null }, CTX);
+    // What nova's conductor reads: a LibvirtLiveMigrateData of its release, with `vifs` (none here)
+    // and only fields of that class (the fake driver's `source_host` is not one).
+    expect(answer['nova_object.name']).toBe('LibvirtLiveMigrateData');
+    expect(answer['nova_object.version']).toBe(w.c.objectVersions.LibvirtLiveMigrateData);
+    expect(answer['nova_object.data']).toEqual({ block_migration: false, vifs: [] });
     Object.assign(migRow(w, mig), { dest_compute: 'host-b' });
-    await w.peers.cast(w.a.name, 'live_migration', { instance: w.c.instance(row(w)), dest: 'host-b', block_migration: false, migration: prim('Migration', migRow(w, mig)), migrate_data: data }, CTX);
+    await w.peers.cast(w.a.name, 'live_migration', { instance: w.c.instance(row(w)), dest: 'host-b', block_migration: false, migration: prim('Migration', migRow(w, mig)), migrate_data: answer }, CTX);
     await w.peers.settle();
     expect(w.peers.failures).toEqual([]);
     expect(row(w)).toMatchObject({ vm_state: 'active', task_state: null, host: 'host-b', node: 'host-b', power_state: 1 });

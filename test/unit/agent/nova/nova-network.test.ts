@@ -5,7 +5,6 @@ import nock from 'nock';
 import { randomUUID } from 'node:crypto';
 import { silentLogger } from '../../../../lib/logging/logger';
 import { NovaControlPlane } from '../../../../agent/nova/control-plane';
-import { NetworkService } from '../../../../agent/network/network-api';
 import { NoAuth } from '../../../../tracker/placement/auth';
 import { PlacementClient } from '../../../../tracker/placement/client';
 import { PlacementHttp } from '../../../../tracker/placement/http';
@@ -13,7 +12,7 @@ import type { Vif } from '../../../../model/network';
 import { FakeConductor } from '../../../helpers/fake-conductor';
 import { FakeNeutron } from '../../../helpers/fake-neutron';
 import { ManualClock } from '../../../helpers/manual-clock';
-import { FLAVOR, InProcessPeers, makeHost } from '../../../helpers/compute-harness';
+import { FLAVOR, InProcessPeers, makeHost, neutronExtras } from '../../../helpers/compute-harness';
 import { MockPlacement } from '../../../helpers/mock-placement';
 
 const CTX = { request_id: 'req-nova-net', is_admin: false };
@@ -38,9 +37,8 @@ test('a networked build writes a VirtualInterface per port and the info cache; d
   const net = neutron.addNetwork().network.id;
   const user = neutron.addPort(net);
   const clock = new ManualClock();
-  const network = new NetworkService({ neutron, host: 'host-a', logger: silentLogger(), clock });
   const cp = new NovaControlPlane({ conductor: c, host: 'host-a', myIp: '192.0.2.10', computeNodeId: () => 1, logger: silentLogger() });
-  const a = await makeHost('host-a', api, peers, silentLogger(), cp, { network, vifPlugging: { timeoutS: 0, fatal: true }, clock });
+  const a = await makeHost('host-a', api, peers, silentLogger(), cp, neutronExtras('host-a', neutron, clock));
 
   const uuid = randomUUID();
   await api.putAllocations(uuid, { allocations: { [a.rootUuid]: { resources: { VCPU: 2, MEMORY_MB: 2048, DISK_GB: 11 } } }, project_id: 'p', user_id: 'u', consumer_generation: null });
@@ -59,6 +57,8 @@ test('a networked build writes a VirtualInterface per port and the info cache; d
   const vifCreates = c.calls.filter((x) => x.what === 'VirtualInterface.create');
   expect(vifCreates.map((x) => x.data)).toEqual(ports.map((p) => expect.objectContaining({ address: `${p.mac_address}/${p.id}`, uuid: p.id, instance_uuid: uuid }) as unknown));
   expect(c.virtualInterfaces.map((v) => v.address)).toEqual(ports.map((p) => `${p.mac_address}/${p.id}`));
+  // nova-network's integer network_id is not nullable: nova-conductor refuses None, so it is left unset.
+  expect(vifCreates.every((x) => x.data !== undefined && !('network_id' in x.data))).toBe(true);
 
   const cacheSave = c.calls.find((x) => x.what === 'InstanceInfoCache.save');
   expect(cacheSave?.changes).toEqual(['network_info']);

@@ -13,7 +13,9 @@ describe('metrics and health endpoint', () => {
     metrics.conflict('provider');
     metrics.sync('ok', 0.05, true);
     metrics.audit('ok', 0.2, Date.now());
-    metrics.rpcMessage('build_and_run_instance', 'ok');
+    metrics.rpcMessage('build_and_run_instance', 'ok', 12.5);
+    metrics.neutronRequest('PUT', '/v2.0/ports/{id}', 200, 0.03);
+    metrics.vifPlugWait('completed', 1.2);
     metrics.setInFlight(2);
     metrics.setInstances({ active: 3, error: 1 });
     let brokerUp = true;
@@ -36,6 +38,10 @@ describe('metrics and health endpoint', () => {
         'compute_agent_placement_conflicts_total{kind="provider"} 1',
         'compute_agent_reshapes_total 1',
         'compute_agent_rpc_messages_total{method="build_and_run_instance",outcome="ok"} 1',
+        'compute_agent_rpc_method_seconds_sum{method="build_and_run_instance",outcome="ok"} 12.5',
+        'compute_agent_neutron_requests_total{method="PUT",route="/v2.0/ports/{id}",status="200"} 1',
+        'compute_agent_neutron_request_seconds_count{method="PUT"} 1',
+        'compute_agent_vif_plug_wait_seconds_sum{outcome="completed"} 1.2',
         'compute_agent_operations_in_flight 2',
         'compute_agent_instances{state="active"} 3',
       ]) {

@@ -158,3 +158,36 @@ test('the journal is asked in delivery order, even when slots are scarce', async
   await until(() => runs.length === 20);
   expect(order).toEqual(tags);
 });
+
+test("with kolla's prefetch of 1, a request waiting for a later one is not a deadlock: slots are executor_thread_pool_size", async () => {
+  // A build waits for network-vif-plugged, which arrives as a later message on the same queue.
+  let release: () => void = () => undefined;
+  const released = new Promise<void>((r) => (release = r));
+  const runs: string[] = [];
+  const dispatcher = new Dispatcher()
+    .register({ name: 'wait', versions: { min: '6.0' }, args: { tag: arg.string() }, handler: async (a) => (await released, runs.push(a.tag), a.tag) })
+    .register({ name: 'wake', versions: { min: '6.0' }, args: { tag: arg.string() }, handler: async (a) => (release(), runs.push(a.tag), a.tag) });
+  h = await startHarness({ dispatcher, prefetch: 1, maxInProgress: 4 });
+  h.broker.inject(HOST_QUEUE, encodeRequest({ method: 'wait', args: { tag: 'build' }, version: '6.0', uniqueId: newId(), context: {} }));
+  h.broker.inject(HOST_QUEUE, encodeRequest({ method: 'wake', args: { tag: 'event' }, version: '6.0', uniqueId: newId(), context: {} }));
+  await until(() => runs.length === 2, 2000);
+  expect(runs).toEqual(['event', 'build']);
+});
+
+test('slots bound the requests in progress: with 1 slot the second waits for the first', async () => {
+  let release: () => void = () => undefined;
+  const released = new Promise<void>((r) => (release = r));
+  const runs: string[] = [];
+  const dispatcher = new Dispatcher().register({ name: 'work', versions: { min: '6.0' }, args: { tag: arg.string() }, handler: async (a) => {
+    runs.push(`start ${a.tag}`);
+    if (a.tag === 'a') await released;
+    return a.tag;
+  } });
+  h = await startHarness({ dispatcher, prefetch: 1, maxInProgress: 1 });
+  h.broker.inject(HOST_QUEUE, cast('a'));
+  h.broker.inject(HOST_QUEUE, cast('b'));
+  await sleep(50);
+  expect(runs).toEqual(['start a']);
+  release();
+  await until(() => runs.length === 2);
+});

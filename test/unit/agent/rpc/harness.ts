@@ -61,6 +61,7 @@ export interface HarnessOptions {
   readonly dispatcher: Dispatcher;
   readonly journal?: RequestJournal;
   readonly prefetch?: number;
+  readonly maxInProgress?: number;
   readonly maxMessageBytes?: number;
   readonly deadLetterExchange?: string;
 }
@@ -78,6 +79,7 @@ export async function startHarness(o: HarnessOptions): Promise<Harness> {
     target: TARGET,
     rabbit: RABBIT,
     prefetch: o.prefetch ?? 8,
+    ...(o.maxInProgress === undefined ? {} : { maxInProgress: o.maxInProgress }),
     maxMessageBytes: o.maxMessageBytes ?? 1 << 20,
     deadLetterExchange: o.deadLetterExchange,
     journalRetryDelayMs: 10,

@@ -35,7 +35,7 @@ function world(deadlineMs = 60000): { mock: MockPlacement; transport: OutageTran
   view.setRead(HOST, 'inventories', 1, { VCPU: inv(4), MEMORY_MB: inv(4096), DISK_GB: inv(40) });
   view.setRead(HOST, 'allocations', 1, {});
   const snapshot = { uuid: HOST, name: 'host', parent_provider_uuid: null, root_provider_uuid: HOST, generation: 1, inventories: view.known(HOST, 'inventories') ?? {}, traits: [], aggregates: [] };
-  const claims = new ClaimService({ api, view, scope: { ourProviders: () => [snapshot], sharingProviders: () => [] }, retry: { deadlineMs, clock: instantClock() } });
+  const claims = new ClaimService({ api, view, scope: { ourProviders: () => [snapshot], sharingProviders: () => [], othersInTree: () => new Set<string>(), listOthersInTree: () => Promise.resolve(new Set<string>()) }, retry: { deadlineMs, clock: instantClock() } });
   return { mock, transport, api, claims };
 }
 const inst = { uuid: VM, flavor: FLAVOR, project_id: 'p', user_id: 'u' };

@@ -51,7 +51,7 @@ function world(): { mock: MockPlacement; api: PlacementClient; claims: ClaimServ
     traits: [],
     aggregates: [],
   });
-  const claims = new ClaimService({ api, view, scope: { ourProviders: () => [snapshot(ROOT), snapshot(GPU)], sharingProviders: () => [] } });
+  const claims = new ClaimService({ api, view, scope: { ourProviders: () => [snapshot(ROOT), snapshot(GPU)], sharingProviders: () => [], othersInTree: () => new Set<string>(), listOthersInTree: () => Promise.resolve(new Set<string>()) } });
   return { mock, api, claims };
 }
 

@@ -107,7 +107,8 @@ describe('discoverHost', () => {
 
 describe('a hung nvidia-smi (acceptance)', () => {
   test('is killed at probe_command_timeout; the GPUs it speaks for stay as they were, everything else reports', async () => {
-    const overrides = { 'compute.probe_command_timeout': '0.2', 'compute.probe_timeout': '5' };
+    // Bandwidth reported, so the host's one NIC (no VFs, no physnet) shows in the tree as a provider.
+    const overrides = { 'compute.probe_command_timeout': '0.2', 'compute.probe_timeout': '5', 'network.report_bandwidth_inventory': 'true' };
     const host = loadFixtureHost('h100-mig', overrides);
     host.exec.set(QUERY, { hang: true });
     const driver = new FakeDriver(driverContext(host));

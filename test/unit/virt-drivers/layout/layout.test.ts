@@ -47,6 +47,9 @@ function run(tree: ProviderTree, f: HostFacts, env: Record<string, string> = {},
   return { plan, ...applyPlan({ tree, nodename: NODE, plan, lineages: new Map(), ...extra }) };
 }
 
+/** `[network] report_bandwidth_inventory = true`: a cloud without Neutron's placement plugin. */
+const BANDWIDTH = { COMPUTE_AGENT__NETWORK__REPORT_BANDWIDTH_INVENTORY: 'true' };
+
 function fresh(): ProviderTree {
   const t = new ProviderTree();
   t.newRoot(NODE, ROOT);
@@ -185,6 +188,21 @@ describe('children: identity, renames, ownership', () => {
     expect(tree.exists('n1:gone0')).toBe(false);
   });
 
+  test("Neutron's providers, named <node>:<agent type>[:<bridge>] under the same root, are not taken for NICs, nor moved", () => {
+    const tree = fresh();
+    const agent = tree.newChild('n1:OVN Controller agent', NODE);
+    tree.updateInventory(agent, { NET_PACKET_RATE_KILOPACKET_PER_SEC: { total: 100000 } });
+    const ovs = tree.newChild('n1:Open vSwitch agent', NODE);
+    tree.updateInventory(ovs, { NET_BW_EGR_KILOBIT_PER_SEC: { total: 10000000 } });
+    tree.newChild('n1:OVN Controller agent:br-ex', agent);
+    const { moves } = run(tree, facts());
+    expect(tree.exists('n1:OVN Controller agent')).toBe(true);
+    expect(tree.exists('n1:Open vSwitch agent')).toBe(true);
+    expect(tree.exists('n1:OVN Controller agent:br-ex')).toBe(true);
+    expect(tree.data(ovs).inventories).toEqual({ NET_BW_EGR_KILOBIT_PER_SEC: { total: 10000000 } });
+    expect(moves).toEqual([]);
+  });
+
   test('a provider that vanished with allocations and no related provider is reported', () => {
     const tree = fresh();
     run(tree, facts());
@@ -197,6 +215,47 @@ describe('children: identity, renames, ownership', () => {
     const tree = new ProviderTree();
     tree.newRoot('other');
     expect(() => run(tree, facts())).toThrow(RootProviderMissingError);
+  });
+});
+
+describe('NIC bandwidth (report_bandwidth_inventory)', () => {
+  const bw = (tree: ProviderTree, name: string): string[] => Object.keys(tree.data(name).inventories).filter((rc) => rc.startsWith('NET_'));
+
+  test('off (the default, Neutron reports bandwidth): VFs and traits only; a port with only a physnet keeps its trait on a provider', () => {
+    const tree = fresh();
+    const { plan } = run(tree, facts({ nic: ok([nic('ens1f0', '0000:3b:00.0'), nic('eno1', '0000:01:00.0', { sriovTotalVfs: undefined, speedMbps: 1000 }), nic('eno2', '0000:01:00.1', { sriovTotalVfs: undefined })]) }), {
+      COMPUTE_AGENT__NETWORK__PHYSICAL_DEVICE_MAPPINGS: 'physnet1:eno1',
+      COMPUTE_AGENT__NETWORK__RESOURCE_PROVIDER_BANDWIDTHS: 'eno2:1000:1000',
+    });
+    expect(tree.data('n1:ens1f0').inventories).toEqual({ SRIOV_NET_VF: expect.objectContaining({ total: 8 }) as unknown });
+    expect(tree.data('n1:ens1f0').traits).toEqual(['HW_NIC_SRIOV']);
+    expect(tree.data('n1:eno1').inventories).toEqual({});
+    expect(tree.data('n1:eno1').traits).toEqual(['CUSTOM_PHYSNET_PHYSNET1']);
+    // Neither VFs nor a physnet: nothing to say; resource_provider_bandwidths is not read.
+    expect(tree.exists('n1:eno2')).toBe(false);
+    expect(plan.children.flatMap((c) => Object.keys(c.inventories)).filter((rc) => rc.startsWith('NET_'))).toEqual([]);
+  });
+
+  test('on: link speed x 1000, or the configured kbit/s', () => {
+    const tree = fresh();
+    run(tree, facts({ nic: ok([nic('ens1f0', '0000:3b:00.0'), nic('eno2', '0000:01:00.1', { sriovTotalVfs: undefined })]) }), {
+      ...BANDWIDTH,
+      COMPUTE_AGENT__NETWORK__RESOURCE_PROVIDER_BANDWIDTHS: 'eno2:1000:',
+    });
+    expect(tree.data('n1:ens1f0').inventories.NET_BW_EGR_KILOBIT_PER_SEC?.total).toBe(25000000);
+    expect(tree.data('n1:eno2').inventories.NET_BW_EGR_KILOBIT_PER_SEC?.total).toBe(1000);
+    expect(tree.data('n1:eno2').inventories.NET_BW_IGR_KILOBIT_PER_SEC?.total).toBe(25000000);
+  });
+
+  test('turned off: the classes leave the NIC provider, which stays for its VFs; nothing moves', () => {
+    const tree = fresh();
+    run(tree, facts(), BANDWIDTH);
+    const uuid = tree.uuidOf('n1:ens1f0');
+    expect(bw(tree, 'n1:ens1f0')).toEqual(['NET_BW_EGR_KILOBIT_PER_SEC', 'NET_BW_IGR_KILOBIT_PER_SEC']);
+    const { moves } = run(tree, facts());
+    expect(tree.uuidOf('n1:ens1f0')).toBe(uuid);
+    expect(bw(tree, 'n1:ens1f0')).toEqual([]);
+    expect(moves).toEqual([]);
   });
 });
 
@@ -235,14 +294,14 @@ describe('move instructions', () => {
     expect(checkMoves(t0, tree.snapshot(), moves, allocations)).toEqual([]);
   });
 
-  test('a NIC split into ports: the new port gets what the old one lost; consumers stay where they fit', () => {
+  test('a NIC split into ports (bandwidth reported): the new port gets what the old one lost; consumers stay where they fit', () => {
     const tree = fresh();
-    run(tree, facts({ nic: ok([nic('ens1', '0000:3b:00.0', { sriovTotalVfs: 16, speedMbps: 50000 })]) }));
+    run(tree, facts({ nic: ok([nic('ens1', '0000:3b:00.0', { sriovTotalVfs: 16, speedMbps: 50000 })]) }), BANDWIDTH);
     const old = tree.uuidOf('n1:ens1');
     const t0 = tree.snapshot();
     const allocations = { x: { [old]: { SRIOV_NET_VF: 6 } }, y: { [old]: { SRIOV_NET_VF: 5 } } };
     const split = facts({ nic: ok([nic('ens1f0', '0000:3b:00.0'), nic('ens1f1', '0000:3b:00.1')]) });
-    const { moves } = run(tree, split, {}, { allocations });
+    const { moves } = run(tree, split, BANDWIDTH, { allocations });
     const f1 = tree.uuidOf('n1:ens1f1');
     expect(tree.uuidOf('n1:ens1f0')).toBe(old);
     expect(moves).toEqual([

@@ -1,0 +1,85 @@
+/**
+ * The whole small cloud of scripts/cloud seen from a test: brought up once (or found running), its
+ * APIs called as the cloud's admin, and taken down at the end only when the test brought it up.
+ * Suites that need nova, Neutron and the agents together share this one cloud rather than each
+ * starting its own.
+ *
+ * It is not: a stack manager (scripts/cloud is) nor an OpenStack client library: each call is one
+ * HTTP request with the admin's token, its answer checked by the caller.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CloudApi, cloudEnv, cloudRunning, runScript } from '../../bench/cloud-api';
+import { plugVmNamespace, type PluggablePort } from './neutron-cloud';
+
+export type { CloudReply, Service } from '../../bench/cloud-api';
+
+export class SharedCloud extends CloudApi {
+  private readonly probes: string[] = [];
+
+  private constructor(
+    env: Record<string, string>,
+    /** Whether this test brought the cloud up (and so takes it down). */
+    private readonly ours: boolean,
+    private readonly log: (line: string) => void,
+  ) {
+    super(env);
+  }
+
+  /** The running cloud, or a new one (`scripts/cloud up`, a few minutes). */
+  static async start(log: (line: string) => void): Promise<SharedCloud> {
+    const running = await cloudRunning();
+    const t0 = Date.now();
+    if (!running) await runScript('cloud', ['up']);
+    log(running ? 'scripts/cloud was running: reused, left up' : `scripts/cloud up: ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+    const cloud = new SharedCloud(cloudEnv(), !running, log);
+    await cloud.login();
+    return cloud;
+  }
+
+  /** The agent's JSON log lines of `host`. */
+  agentLog(host: string): string {
+    return readFileSync(join(this.env.CLOUD_DIR ?? '', 'hosts', host, 'agent.log'), 'utf8');
+  }
+
+  /**
+   * The pid of the haproxy that `host`'s metadata agent runs for `network` (in that network's
+   * ovnmeta namespace, which only that agent's mount namespace names); 0 while there is none.
+   */
+  metadataProxyPid(host: string, network: string): number {
+    const conf = join(this.env.NEUTRON_DIR ?? '', 'hosts', host, 'metadata', 'ovn-metadata-proxy', `${network}.conf`);
+    try {
+      return Number(execFileSync('pgrep', ['-f', `haproxy -f ${conf}`], { encoding: 'utf8' }).trim().split('\n')[0] ?? 0);
+    } catch {
+      return 0;
+    }
+  }
+
+  /** A command in agent host `host`'s namespace, aimed at its Open vSwitch. */
+  inHost(host: string, ...cmd: string[]): Promise<string> {
+    return runScript('neutron-stack', ['host-exec', host, ...cmd], 60_000);
+  }
+
+  /** A "VM" namespace for `port` plugged on chassis `host` (deleted by `stop`). */
+  async probe(host: string, port: PluggablePort): Promise<string> {
+    const ns = `ca-probe-${Math.random().toString(36).slice(2, 8)}`;
+    this.probes.push(ns);
+    await plugVmNamespace((...cmd) => this.inHost(host, ...cmd), host, port, ns);
+    return ns;
+  }
+
+  /** Starts whatever of Neutron is not running (after a test stopped its API). */
+  async restartNeutron(): Promise<void> {
+    await runScript('neutron-stack', ['up'], 300_000);
+  }
+
+  /** Deletes the probes; takes the cloud down when this test brought it up. Never throws. */
+  async stop(): Promise<void> {
+    for (const ns of this.probes) execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
+    if (!this.ours || process.env.CLOUD_KEEP) return;
+    const t0 = Date.now();
+    await runScript('cloud', ['down'], 600_000).catch((e: Error) => this.log(`scripts/cloud down: ${e.message}`));
+    this.log(`scripts/cloud down: ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  }
+}

@@ -1,0 +1,34 @@
+// The net guest's console lines as the integration tests read them (test/helpers/net-guest.ts):
+// the exact forms scripts/net-guest prints, the `\r` a serial console may add, and lines that
+// only look alike.
+import { leases, pings } from '../../helpers/net-guest';
+
+describe('net guest console lines', () => {
+  const console = [
+    'net-guest: init 6.1.0-56-cloud-amd64 up 2.01s',
+    'udhcpc: lease of 10.77.0.42 obtained from 10.77.0.1, lease time 3600',
+    'net-guest: lease 10.77.0.42/24 router 10.77.0.1 mtu 1442 mac 52:54:00:4e:47:01\r',
+    'net-guest: ping 10.77.0.5 ok\r',
+    'net-guest: ping 10.77.0.42 ok',
+    'net-guest: ping 10.77.0.5 lost',
+    'net-guest: ping 10.77.0.5 ok',
+    'net-guest: ping 10.77.0.5 ok 10',
+    'net-guest: ping 10.77.0.5 down',
+    'net-guest: ping host.example ok',
+    'xnet-guest: ping 10.77.0.6 ok',
+  ].join('\n');
+
+  it('pings(): every `net-guest: ping <ip> ok|lost` line, in order, and nothing else', () => {
+    expect(pings(console)).toEqual([
+      { ip: '10.77.0.5', state: 'ok' },
+      { ip: '10.77.0.42', state: 'ok' },
+      { ip: '10.77.0.5', state: 'lost' },
+      { ip: '10.77.0.5', state: 'ok' },
+    ]);
+    expect(pings('')).toEqual([]);
+  });
+
+  it('leases() is not confused by the ping lines', () => {
+    expect(leases(console)).toEqual([{ ip: '10.77.0.42', prefix: 24, router: '10.77.0.1', mtu: 1442, mac: '52:54:00:4e:47:01' }]);
+  });
+});
