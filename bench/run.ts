@@ -11,6 +11,7 @@ import { benchDiscovery } from './discovery';
 import { runFleetBench } from './fleet';
 import { runFootprintBench } from './footprint';
 import { runHostileInputBench } from './hostile-input';
+import { runNetworkBootBench } from './network-boot';
 import { runPlacementSyncBench } from './placement-sync';
 import { withBenchTable } from './readme';
 import { runRpcBench } from './rpc';
@@ -41,6 +42,7 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
   footprint: runFootprintBench,
   'hostile-input': runHostileInputBench,
   fleet: runFleetBench,
+  'network-boot': runNetworkBootBench,
 };
 
 async function main(): Promise<void> {

@@ -72,9 +72,12 @@ function writeHostFiles(dir: string, name: string, placementUrl: string): { file
   const hostFile = join(hostDir, 'host.json');
   writeFileSync(hostFile, JSON.stringify(FLEET_HOST));
   const file = join(hostDir, 'agent.conf');
+  // The fleet's `+vf` flavor asks one NIC provider for a VF and bandwidth together (claimer.ts),
+  // as in a cloud without Neutron's placement plugin: the NIC providers report bandwidth.
   writeFileSync(
     file,
     `[DEFAULT]\nhost = ${name}\ncompute_driver = fake\nstate_path = ${join(hostDir, 'state')}\n` +
+      `[network]\nreport_bandwidth_inventory = true\n` +
       `[placement]\nendpoint_override = ${placementUrl}\n[metrics]\nlisten =\n` +
       `[fake]\nhost_file = ${hostFile}\ninstances_file = ${join(hostDir, 'state', 'fake-instances.json')}\n`,
     { mode: 0o600 },

@@ -13,16 +13,16 @@
 // It starts a private Keystone, the Placement behind it, Neutron and two hosts, and stops them all.
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Daemon } from '../../../agent/daemon';
 import { tapName } from '../../../model/network';
-import { AgentProcess, agentConfig, agentSpec, startDaemon, type AgentSpec } from '../../helpers/agents';
+import { AgentProcess, agentConfig, startDaemon, type AgentSpec } from '../../helpers/agents';
 import { placementFromConfig } from '../../../tracker/placement/factory';
 import { ControlPlane } from '../../helpers/control-plane';
 import { EventRelay } from '../../helpers/event-relay';
 import { buildNetGuest, leases } from '../../helpers/net-guest';
-import { CLOUD_SERVICE_PASSWORD, NeutronCloud, neutronUnavailable } from '../../helpers/neutron-cloud';
+import { NeutronCloud, neutronQemuAgent, neutronUnavailable } from '../../helpers/neutron-cloud';
 import { PING } from '../../helpers/neutron-stack';
 import { describeWithQemu, reapLeftovers } from '../../helpers/qemu-hosts';
 import { waitUntil } from '../../helpers/wait';
@@ -85,22 +85,7 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
   }
 
   /** A qemu agent on chassis `host`: its OVS, its namespace, the cloud's Keystone; events waited for 20 s. */
-  function qemuAgent(host: string, fatal: boolean): AgentSpec {
-    const s = agentSpec(host, exchange);
-    const instances = join(s.dir, 'instances');
-    mkdirSync(instances);
-    const conf = readFileSync(s.file, 'utf8')
-      .replace(/^compute_driver = .*\n/m, '')
-      .replace('[DEFAULT]\n', `[DEFAULT]\ncompute_driver = qemu\ninstances_path = ${instances}\nvif_plugging_timeout = ${VIF_TIMEOUT_S}\nvif_plugging_is_fatal = ${fatal}\n`)
-      .replace(
-        /^\[placement\]\nendpoint_override = .*\n/m,
-        `[placement]\nauth_type = password\nauth_url = ${cloud.keystoneUrl}\nusername = nova\npassword = ${CLOUD_SERVICE_PASSWORD}\nproject_name = service\n`,
-      )
-      .concat(`[qemu]\naccel = tcg\nshutdown_timeout = 1\ndestroy_timeout = 5\nnetwork_namespace = ca-${host}\n`)
-      .concat(`[os_vif_ovs]\novsdb_connection = ${cloud.ovsdb(host)}\ndatapath_type = netdev\n`);
-    writeFileSync(s.file, conf, { mode: 0o600 });
-    return s;
-  }
+  const qemuAgent = (host: string, fatal: boolean): AgentSpec => neutronQemuAgent(cloud, host, exchange, { vifTimeoutS: VIF_TIMEOUT_S, fatal });
 
   /** Stops `host`'s ovn-controller as a crash would (SIGKILL): its chassis stays registered, so ports still bind, but none goes up. */
   function killOvnController(host: string): void {
