@@ -132,7 +132,10 @@ suite('scripts/cinder-stack: Cinder 2025.1 with the RBD driver on the stack’s 
 
     const t0 = Date.now();
     const made = await client.createVolume({ size: 1, name: 'ca-test' });
-    await waitUntil('the volume is available', async () => (await volume(made.id)).status === 'available', 60_000);
+    // Wait for the create to settle, then say what it settled on: an 'error' (no valid backend)
+    // fails here by name instead of as a timeout.
+    await waitUntil('the volume leaves creating', async () => (await volume(made.id)).status !== 'creating', 60_000);
+    expect((await volume(made.id)).status).toBe('available');
     log(`1 GiB volume to available: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     expect(await volume(made.id)).toMatchObject({ size: 1, 'os-vol-host-attr:host': `${env.CINDER_BACKEND}#ceph` });
     const image = `volume-${made.id}`;
