@@ -14,6 +14,8 @@ import type { Logger } from '../lib/logging/logger';
 import type { Clock } from '../lib/clock';
 import type { AgentConfig } from '../config/schema';
 import type { NetworkInfo } from '../model/network';
+import type { VolumeConnectionInfo } from '../model/block-device';
+export type { VolumeConnectionInfo } from '../model/block-device';
 import type { ConsumerAllocations } from '../model/provider-types';
 import type { Exec } from './host/exec';
 import type { HostFs } from './host/host-fs';
@@ -38,6 +40,19 @@ export interface InstanceSpec extends InstanceRef {
   readonly allocations: ConsumerAllocations;
   /** The instance's VIFs (nova's network_info), in NIC order; absent or empty: no NIC. */
   readonly network_info?: NetworkInfo;
+  /** The Cinder volumes attached to the guest, connected already (nova's block_device_info); absent or empty: none. */
+  readonly volumes?: readonly AttachedVolume[];
+}
+
+/** A volume the guest has as a disk (one entry of nova's `block_device_info.block_device_mapping`). */
+export interface AttachedVolume {
+  /** The Cinder volume id: the guest disk's serial (`/dev/disk/by-id/virtio-<first 20 chars>`). */
+  readonly volume_id: string;
+  /** The device name nova recorded (`/dev/vdb`); a virtio guest names its disks itself. */
+  readonly device_name: string;
+  /** Boot order among the guest's bootable devices (0 boots first); null: not a boot device. */
+  readonly boot_index: number | null;
+  readonly connection_info: VolumeConnectionInfo;
 }
 
 /** A compute host taking part in a move. */

@@ -9,7 +9,7 @@
  */
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { bool, choice, float, int, nonEmpty, option, optPath } from '../types';
+import { absPath, bool, choice, float, int, nonEmpty, option, optPath } from '../types';
 
 /** `MIN-MAX`, two ports with MIN <= MAX, as libvirt's migration_port_min/max. */
 const portRange = (): z.ZodType<{ min: number; max: number }, string> =>
@@ -84,6 +84,15 @@ export const qemuSection = z.object({
       'must be an absolute path to a raw or qcow2 image.',
     default: '',
     expected: 'an absolute path, or empty',
+  }),
+  rbd_secrets_dir: option(absPath(), {
+    help:
+      "Directory of the cephx keys QEMU opens Cinder RBD volumes with: <secret_uuid>.base64 for each secret_uuid " +
+      "Cinder names (its rbd_secret_uuid), holding the key as `ceph auth get-key client.<rbd_user>` prints it " +
+      "(base64, no newline), mode 0600, owned by the agent's user (libvirt keeps /etc/libvirt/secrets/<uuid>.base64 " +
+      'alike). QEMU reads the file itself; the key is never on a command line or in a log.',
+    default: '/etc/compute-agent/secrets',
+    expected: 'an absolute path',
   }),
   sandbox: option(bool(), {
     help: "Run QEMU under its seccomp sandbox (-sandbox on with obsolete, elevateprivileges, spawn and resourcecontrol denied), as libvirt does.",

@@ -16,10 +16,24 @@
  * for every definition that has a NIC list) because q35's root bus takes no hot-plugged devices;
  * on other machines NICs sit at fixed addresses of `pci.0`.
  *
+ * Volumes (Cinder RBD), as libvirt gives them to QEMU: a `secret` object QEMU fills from the key
+ * file itself (`format=base64`: the file holds what `ceph auth get-key` prints), so the cephx key
+ * is on no command line and never in the agent; an `rbd` protocol node with the monitors, the
+ * user and `cache.direct` (librbd's cache off, which live migration needs); a `raw` format node on
+ * it; a virtio-blk device with the volume id as serial. On q35 each sits on its own root port
+ * (`volport<slot>`, `VOLUME_SLOTS` of them on every definition that has a volume list, for later
+ * hot plug), elsewhere at a fixed `pci.0` address; both clear of the NICs' (0x10-0x17).
+ *
+ * Boot order: nova's boot_index N is QEMU's bootindex N + 1, and the local root disk, nova's
+ * boot_index 0, keeps bootindex 1 unless a volume has boot_index 0 (then the disk gets none and
+ * is tried after the listed devices).
+ *
  * It is: a pure function, unit-tested. It is not: validation of the definition (the instance
  * record's schema does that).
  */
-import type { InstancePaths, NicDefinition, VmDefinition } from './instance-files';
+import type { InstancePaths, NicDefinition, RbdVolumeDefinition, VmDefinition } from './instance-files';
+import { DriverError } from '../errors';
+import { rbdSecretFile, VOLUME_SLOTS } from './volumes';
 
 /** The block backend and guest device of the root disk (QMP uses the first). */
 export const DISK_DRIVE_ID = 'drive-disk0';
@@ -79,6 +93,64 @@ function nicArgs(def: VmDefinition): string[] {
   return args;
 }
 
+/** The QEMU ids of the volume in `slot`: its secret object, block nodes and guest device. */
+export function volumeIds(slot: number): { readonly secret: string; readonly storage: string; readonly format: string; readonly device: string } {
+  return { secret: `vol${slot}-secret`, storage: `vol${slot}-storage`, format: `vol${slot}-format`, device: `virtio-vol${slot}` };
+}
+
+/** The `-blockdev` (also `blockdev-add`) properties of a volume: the rbd protocol node, then the raw format node on it. */
+export function volumeBlockdevs(vol: RbdVolumeDefinition): readonly [Record<string, unknown>, Record<string, unknown>] {
+  const ids = volumeIds(vol.slot);
+  // librbd's cache off (cache=none, as nova's libvirt driver asks): safe across a live migration.
+  const common = { cache: { direct: true, 'no-flush': false }, ...(vol.discard ? { discard: 'unmap' } : {}), 'read-only': vol.readOnly };
+  // Without a user, say "none": librados would otherwise look for a keyring and fail on a cephx cluster.
+  const auth = vol.user === null ? { 'auth-client-required': ['none'] } : { user: vol.user, 'auth-client-required': ['cephx', 'none'], 'key-secret': ids.secret };
+  return [
+    { driver: 'rbd', 'node-name': ids.storage, pool: vol.pool, image: vol.image, server: vol.servers.map((s) => ({ host: s.host, port: s.port })), ...auth, ...common },
+    { driver: 'raw', 'node-name': ids.format, file: ids.storage, ...common },
+  ];
+}
+
+/**
+ * The QEMU bootindex of the local root disk and of each volume (by slot); absent: none. See the
+ * module comment for the rule.
+ */
+export function bootOrder(def: VmDefinition): { readonly disk: number | undefined; readonly volumes: ReadonlyMap<number, number> } {
+  const volumes = new Map<number, number>();
+  for (const v of def.volumes ?? []) if (v.bootIndex !== null) volumes.set(v.slot, v.bootIndex + 1);
+  const volumeFirst = (def.volumes ?? []).some((v) => v.bootIndex === 0);
+  return { disk: def.disk && !volumeFirst ? 1 : undefined, volumes };
+}
+
+/** The properties of a volume's `-device` (also `device_add`'s arguments), in command-line order. */
+export function volumeDevice(machine: string, vol: RbdVolumeDefinition, bootindex: number | undefined): Record<string, string | number> {
+  const ids = volumeIds(vol.slot);
+  const place: Record<string, string> = isQ35(machine) ? { bus: `volport${vol.slot}` } : { bus: 'pci.0', addr: `0x${(0x08 + vol.slot).toString(16)}` };
+  return { driver: 'virtio-blk-pci', drive: ids.format, id: ids.device, serial: vol.volumeId, ...place, ...(bootindex === undefined ? {} : { bootindex }) };
+}
+
+/** The secret objects, block nodes and devices of the definition's volumes (and q35's root ports for them). */
+function volumeArgs(def: VmDefinition, secretsDir: string | undefined): string[] {
+  if (def.volumes === undefined) return [];
+  const e = escapeOptionValue;
+  const args: string[] = [];
+  if (isQ35(def.machine)) {
+    // Chassis and slots after the NICs' root ports (chassis 1-8, 0x10-0x17).
+    for (let k = 0; k < VOLUME_SLOTS; k++) args.push('-device', `pcie-root-port,id=volport${k},bus=pcie.0,chassis=${NIC_SLOTS + 1 + k},addr=0x${(0x08 + k).toString(16)}`);
+  }
+  const boot = bootOrder(def);
+  for (const vol of [...def.volumes].sort((a, b) => a.slot - b.slot)) {
+    if (vol.secretUuid !== null) {
+      if (secretsDir === undefined) throw new DriverError(`volume ${vol.volumeId} needs a cephx key but the command line was built without rbd_secrets_dir`);
+      args.push('-object', `secret,id=${volumeIds(vol.slot).secret},file=${e(rbdSecretFile(secretsDir, vol.secretUuid))},format=base64`);
+    }
+    for (const node of volumeBlockdevs(vol)) args.push('-blockdev', JSON.stringify(node));
+    const { driver, ...props } = volumeDevice(def.machine, vol, boot.volumes.get(vol.slot));
+    args.push('-device', [driver, ...Object.entries(props).map(([k, v]) => `${k}=${e(String(v))}`)].join(','));
+  }
+  return args;
+}
+
 /** Everything the command line is made of. */
 export interface CommandLineInput {
   readonly uuid: string;
@@ -90,6 +162,8 @@ export interface CommandLineInput {
   readonly incoming?: boolean;
   /** Start with the vCPUs stopped (`-S`): the guest runs at QMP `cont`. */
   readonly paused?: boolean;
+  /** `[qemu] rbd_secrets_dir`: where QEMU reads the volumes' cephx keys (needed when a volume has a user). */
+  readonly rbdSecretsDir?: string;
 }
 
 /** QEMU's option syntax: a comma inside a value is written twice. */
@@ -135,14 +209,15 @@ export function qemuCommandLine(input: CommandLineInput): string[] {
   ];
   if (input.sandbox) args.push('-sandbox', 'on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny');
   if (def.disk) {
+    const bootindex = bootOrder(def).disk;
     args.push(
       '-drive',
       `file=${e(paths.disk)},format=qcow2,if=none,id=${DISK_DRIVE_ID}`,
       '-device',
-      `virtio-blk-pci,drive=${DISK_DRIVE_ID},id=${DISK_DEVICE_ID},bootindex=1`,
+      `virtio-blk-pci,drive=${DISK_DRIVE_ID},id=${DISK_DEVICE_ID}${bootindex === undefined ? '' : `,bootindex=${bootindex}`}`,
     );
   }
-  args.push(...nicArgs(def));
+  args.push(...nicArgs(def), ...volumeArgs(def, input.rbdSecretsDir));
   if (input.paused) args.push('-S');
   if (input.incoming) args.push('-incoming', 'defer');
   return args;

@@ -22,6 +22,7 @@ import type { InstanceTable } from './instances';
 import type { QemuOptions } from './options';
 import type { VmProcesses } from './process';
 import type { VmDeps } from './vm';
+import { volumeDefinitions } from './volumes';
 
 /** What `init` learned about the host. */
 export interface QemuFacts {
@@ -52,7 +53,7 @@ export function notInitialised(): DriverError {
   return new DriverError('the qemu driver is not initialised (init was not called or failed)');
 }
 
-/** Checks the parts of a spec QEMU needs; values arrive over RPC. @throws DriverError naming the field */
+/** Checks the parts of a spec QEMU needs; values arrive over RPC. @throws DriverError (VolumeConnectionError for a volume) naming the field */
 export function checkSpec(spec: InstanceSpec): void {
   const f = spec.flavor as Partial<InstanceSpec['flavor']> | undefined;
   const positive = (v: unknown): boolean => typeof v === 'number' && Number.isInteger(v) && v > 0;
@@ -68,9 +69,14 @@ export function checkSpec(spec: InstanceSpec): void {
     if (typeof v?.id !== 'string' || v.id === '') throw bad(`network_info[${i}].id`, 'a port uuid');
     if (typeof v.address !== 'string' || !MAC.test(v.address)) throw bad(`network_info[${i}].address`, 'a MAC address (xx:xx:xx:xx:xx:xx)');
   });
+  // Mapped here only to be checked: a bad volume fails the operation before anything is made.
+  volumeDefinitions(spec.uuid, spec.volumes ?? []);
 }
 
-/** The definition of a new instance on this host: its flavor, this host's machine, CPU and accelerator. */
+/**
+ * The definition of a new instance on this host: its flavor, this host's machine, CPU and
+ * accelerator, its NICs and volumes. @throws VolumeConnectionError
+ */
 export function newDefinition(host: QemuHost, spec: InstanceSpec, disk: boolean): VmDefinition {
   return {
     machine: host.opts.machineType,
@@ -80,6 +86,7 @@ export function newDefinition(host: QemuHost, spec: InstanceSpec, disk: boolean)
     memoryMb: spec.flavor.memory_mb,
     disk,
     nics: nicDefinitions(spec.network_info ?? []),
+    volumes: volumeDefinitions(spec.uuid, spec.volumes ?? []),
   };
 }
 

@@ -8,9 +8,10 @@
  * `instances_path` (`instance-files.ts`), so nothing the driver needs is held only in memory.
  *
  * It is: a map from the `VirtDriver` contract onto the operation modules (`lifecycle`, `nics`,
- * `cold-migration`, `live-source`, `live-destination`, `recovery`). It is not: volumes (instances
- * get only their root disk). NICs are Neutron ports plugged into Open vSwitch (`../net/`). Images
- * are local files or Glance images in the host's image cache (`image-setup.ts`).
+ * `cold-migration`, `live-source`, `live-destination`, `recovery`). It is not: volume hot plug
+ * (Cinder RBD volumes are given at boot, `volumes.ts`). NICs are Neutron ports plugged into Open
+ * vSwitch (`../net/`). Images are local files or Glance images in the host's image cache
+ * (`image-setup.ts`).
  */
 import type { Logger } from '../../lib/logging/logger';
 import type { ProviderTree } from '../../model/provider-tree';

@@ -161,3 +161,39 @@ export class DiskTransferError extends DriverError {
     this.name = 'DiskTransferError';
   }
 }
+
+/**
+ * A volume the instance should have cannot be given to QEMU as described: a back end other than
+ * rbd, or a connection_info field missing or malformed. `field` is the path within the volume
+ * (`connection_info.data.hosts`), or within the spec when no volume id is known (`volumes[2].volume_id`);
+ * the message names it and the form expected, never the data itself (connection_info may carry
+ * credentials of other back ends).
+ */
+export class VolumeConnectionError extends DriverError {
+  constructor(
+    readonly instance: string,
+    readonly volume: string | undefined,
+    readonly field: string,
+    expected: string,
+  ) {
+    super(`instance ${instance}: ${volume === undefined ? '' : `volume ${volume}: `}${field} must be ${expected}`);
+    this.name = 'VolumeConnectionError';
+  }
+}
+
+/**
+ * The cephx key file a volume needs (`[qemu] rbd_secrets_dir/<secret_uuid>.base64`) is missing,
+ * unreadable, open to other users or not a base64 key. The message names the file and what to do,
+ * never its content.
+ */
+export class VolumeSecretError extends DriverError {
+  constructor(
+    readonly instance: string,
+    readonly file: string,
+    problem: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`instance ${instance}: cephx key file ${file} ${problem}`, options);
+    this.name = 'VolumeSecretError';
+  }
+}

@@ -37,6 +37,31 @@ export interface NicDefinition {
   readonly slot: number;
 }
 
+/**
+ * One Cinder RBD volume the guest has as a virtio disk, opened by QEMU's own librbd client. Made
+ * from the volume's connection_info by `volumes.ts`; `slot` fixes its QEMU ids and its PCI place
+ * (as a NIC's does), so both sides of a live migration agree on them. The cephx key is not here:
+ * QEMU reads it from `[qemu] rbd_secrets_dir/<secretUuid>.base64` on the host that starts it.
+ */
+export interface RbdVolumeDefinition {
+  readonly slot: number;
+  /** The Cinder volume id, the disk's serial. */
+  readonly volumeId: string;
+  readonly pool: string;
+  readonly image: string;
+  /** The monitors, as Cinder names them (strings, as QEMU's rbd driver takes them). */
+  readonly servers: readonly { readonly host: string; readonly port: string }[];
+  /** The cephx user (without `client.`); null: the cluster is used without authentication. */
+  readonly user: string | null;
+  /** Names the key file; null exactly when `user` is. */
+  readonly secretUuid: string | null;
+  readonly readOnly: boolean;
+  /** Pass the guest's discards (TRIM) down to RBD, freeing the space. */
+  readonly discard: boolean;
+  /** nova's boot_index: 0 boots first; null: not a boot device. */
+  readonly bootIndex: number | null;
+}
+
 /** What shapes the guest; identical on both sides of a live migration. */
 export interface VmDefinition {
   readonly machine: string;
@@ -51,6 +76,11 @@ export interface VmDefinition {
    * old device layout (no NIC root ports), so it still live-migrates and restarts unchanged.
    */
   readonly nics?: readonly NicDefinition[];
+  /**
+   * The Cinder volumes. Absent in definitions written before instances had volumes: such a guest
+   * keeps its old device layout (no volume root ports), as with `nics`.
+   */
+  readonly volumes?: readonly RbdVolumeDefinition[];
 }
 
 /** The files of one instance directory. */
@@ -112,6 +142,9 @@ export interface InstanceRecord {
   readonly vifs?: NetworkInfo;
 }
 
+/** A UUID's text (instance directories, the key file names of volumes). */
+export const UUID_PATTERN = '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}';
+
 const flavorSchema = z.object({
   name: z.string().optional(),
   vcpus: z.number().int().positive(),
@@ -132,6 +165,22 @@ export const vmDefinitionSchema = z.object({
   disk: z.boolean(),
   nics: z
     .array(z.object({ port: z.string().min(1), mac: z.string().regex(/^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$/), tap: z.string().min(1).max(15), mtu: z.number().int().positive().nullable(), slot: z.number().int().min(0) }))
+    .optional(),
+  volumes: z
+    .array(
+      z.object({
+        slot: z.number().int().min(0),
+        volumeId: z.string().min(1),
+        pool: z.string().min(1),
+        image: z.string().min(1),
+        servers: z.array(z.object({ host: z.string().min(1), port: z.string().regex(/^\d{1,5}$/) })).min(1),
+        user: z.string().min(1).nullable(),
+        secretUuid: z.string().regex(new RegExp(`^${UUID_PATTERN}$`)).nullable(),
+        readOnly: z.boolean(),
+        discard: z.boolean(),
+        bootIndex: z.number().int().min(0).nullable(),
+      }),
+    )
     .optional(),
 });
 
@@ -175,8 +224,7 @@ export function writeRecord(dir: string, record: InstanceRecord): Promise<void> 
   return writeCheckpoint(spec(dir), record);
 }
 
-const UUID = '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}';
-const ENTRY = new RegExp(`^(\\.)?(${UUID})(_resize|\\.incoming)?$`);
+const ENTRY = new RegExp(`^(\\.)?(${UUID_PATTERN})(_resize|\\.incoming)?$`);
 
 /** An instance directory found in `instances_path`. */
 export interface InstanceDirEntry {

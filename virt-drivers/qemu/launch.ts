@@ -7,6 +7,9 @@
  * caller gets the last lines of its log instead of a connect timeout. On any failure the process
  * is killed, so nothing half-started is left running.
  *
+ * The volumes' cephx key files are checked first (`rbd-secrets.ts`): QEMU reads them itself, and
+ * a bad one would otherwise show only as librados' words in QEMU's log.
+ *
  * It is: one start. It is not: the decision to start (the driver's), nor the record update.
  */
 import { open, rm, stat } from 'node:fs/promises';
@@ -14,6 +17,7 @@ import { qemuCommandLine } from './cmdline';
 import { VmStartError } from './errors';
 import type { InstancePaths, VmDefinition } from './instance-files';
 import { LaunchError } from './process';
+import { checkRbdSecrets } from './rbd-secrets';
 import { QemuVm, type VmDeps } from './vm';
 
 /** What to start. */
@@ -63,14 +67,16 @@ async function sizeOf(path: string): Promise<number> {
 /**
  * Starts QEMU for an instance and resolves once QMP answers (the guest runs, or waits for an
  * incoming migration).
- * @throws VmStartError with QEMU's own words when it cannot be started, exits, or stays silent
+ * @throws VmStartError with QEMU's own words when it cannot be started, exits, or stays silent;
+ *   VolumeSecretError (nothing started) when a volume's key file is missing or unsafe
  */
 export async function startVm(deps: VmDeps, req: StartRequest): Promise<QemuVm> {
   const { opts, processes, logger } = deps;
   const { paths } = req;
+  await checkRbdSecrets(req.uuid, opts.rbdSecretsDir, req.def.volumes);
   await rm(paths.qmp, { force: true }); // a socket file left by a killed QEMU
   const logStart = await sizeOf(paths.log);
-  const args = qemuCommandLine({ uuid: req.uuid, name: req.name, def: req.def, paths, sandbox: opts.sandbox, ...(req.incoming ? { incoming: true } : {}), ...(req.paused ? { paused: true } : {}) });
+  const args = qemuCommandLine({ uuid: req.uuid, name: req.name, def: req.def, paths, sandbox: opts.sandbox, rbdSecretsDir: opts.rbdSecretsDir, ...(req.incoming ? { incoming: true } : {}), ...(req.paused ? { paused: true } : {}) });
   // In a named namespace, `ip netns exec` enters it and execs QEMU (same pid), so QEMU opens its
   // taps there; QMP is a unix socket on the file system, reachable from any namespace.
   const command = opts.netns === undefined ? { binary: opts.binary, args } : { binary: 'ip', args: ['netns', 'exec', opts.netns, opts.binary, ...args] };

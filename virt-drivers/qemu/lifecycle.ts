@@ -90,7 +90,7 @@ export async function spawn(host: QemuHost, spec: InstanceSpec, powerOn: boolean
         await vm.execute('cont');
         host.log.info({ instance: spec.uuid, waited_ms: host.clock.now() - t0 }, 'guest resumed after beforeRun');
       }
-      host.log.info({ instance: spec.uuid, image: image?.path ?? null, vcpus: rec.vm.vcpus, memory_mb: rec.vm.memoryMb, nics: rec.vm.nics?.length ?? 0, powerOn }, 'instance spawned');
+      host.log.info({ instance: spec.uuid, image: image?.path ?? null, vcpus: rec.vm.vcpus, memory_mb: rec.vm.memoryMb, nics: rec.vm.nics?.length ?? 0, volumes: rec.vm.volumes?.map((v) => v.volumeId) ?? [], powerOn }, 'instance spawned');
     } catch (e) {
       if (m) await host.table.stop(m, 0).catch(() => undefined);
       host.table.active.delete(spec.uuid);

@@ -19,6 +19,8 @@ export interface QemuOptions {
   readonly cpuModel: string;
   readonly imagesPath?: string;
   readonly sandbox: boolean;
+  /** `[qemu] rbd_secrets_dir`: the volumes' cephx keys, `<secret_uuid>.base64`. */
+  readonly rbdSecretsDir: string;
   /** `[qemu] network_namespace`: QEMU and the VIF devices live in this named namespace. */
   readonly netns?: string;
   /** `[os_vif_ovs]`: how VIFs are plugged into Open vSwitch. */
@@ -66,6 +68,7 @@ export function qemuOptionsFromConfig(config: AgentConfig): QemuOptions {
     cpuModel: q.cpu_model,
     ...(q.images_path === undefined ? {} : { imagesPath: q.images_path }),
     sandbox: q.sandbox,
+    rbdSecretsDir: q.rbd_secrets_dir,
     ...(q.network_namespace === undefined ? {} : { netns: q.network_namespace }),
     ovs: {
       connection: config.os_vif_ovs.ovsdb_connection,
