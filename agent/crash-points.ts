@@ -30,7 +30,8 @@ export const CRASH_POINTS = {
 
   'build.recorded': { where: 'agent/compute/lifecycle.ts build', after: 'the BUILDING record is saved; nothing claimed' },
   'build.claimed': { where: 'agent/compute/lifecycle.ts build', after: 'the allocation is in Placement and the NETWORKING record saved' },
-  'build.networked': { where: 'agent/compute/lifecycle.ts build', after: 'the ports are bound to this host and the SPAWNING record saved; nothing is plugged' },
+  'build.networked': { where: 'agent/compute/lifecycle.ts build', after: 'the ports are bound to this host and the BLOCK_DEVICE_MAPPING record saved; nothing is plugged' },
+  'build.volumes': { where: 'agent/compute/lifecycle.ts build', after: 'the volumes are connected to this host (attachments complete) and the SPAWNING record saved; no guest yet' },
   'build.spawned': { where: 'agent/compute/lifecycle.ts build', after: 'the driver spawned the guest; ACTIVE is not saved' },
 
   'terminate.recorded': { where: 'agent/compute/lifecycle.ts terminate', after: 'the DELETING record is saved; the guest still exists' },

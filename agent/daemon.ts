@@ -46,6 +46,7 @@ import { backoffDelay } from '../lib/backoff';
 import { systemClock, type Clock } from '../lib/clock';
 import type { NovaParts } from './nova/wiring';
 import { createDriver, createTracker, type TrackerParts } from './wiring';
+import { cinderFromConfig } from './volume/factory';
 import { networkFromConfig } from './network/factory';
 
 /** nova mode's wiring, loaded on first use: a standalone agent would hold its modules for nothing. */
@@ -161,6 +162,12 @@ export class Daemon {
       callTimeoutMs: config.DEFAULT.rpc_response_timeout * 1000,
       network: networkFromConfig(config, logger, this.clock, { onAnswer: (method, route, status, seconds) => this.metrics.neutronRequest(method, route, status, seconds) }),
       vifPlugging: { timeoutS: config.DEFAULT.vif_plugging_timeout, fatal: config.DEFAULT.vif_plugging_is_fatal, onWait: (outcome, seconds) => this.metrics.vifPlugWait(outcome, seconds) },
+      volumes: {
+        cinder: cinderFromConfig(config, this.clock),
+        ip: config.DEFAULT.my_ip ?? '127.0.0.1',
+        allocateRetries: config.DEFAULT.block_device_allocate_retries,
+        allocateIntervalS: config.DEFAULT.block_device_allocate_retries_interval,
+      },
       ...(nova ? { controlPlane: nova.controlPlane } : {}),
     });
     this.manager = manager;

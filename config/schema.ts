@@ -15,6 +15,7 @@ import { glanceSection, imageCacheSection } from './sections/glance';
 import { computeSection, devicesSection, networkSection } from './sections/inventory';
 import { metricsSection } from './sections/metrics';
 import { neutronSection } from './sections/neutron';
+import { cinderSection } from './sections/cinder';
 import { osVifOvsSection } from './sections/os-vif';
 import { placementSection } from './sections/placement';
 import { qemuSection } from './sections/qemu';
@@ -34,6 +35,7 @@ export const configSchema = z.object({
   glance: glanceSection,
   image_cache: imageCacheSection,
   neutron: neutronSection,
+  cinder: cinderSection,
   oslo_messaging_rabbit: rabbitSection,
   metrics: metricsSection,
 });

@@ -3,6 +3,7 @@
  * move in progress, in nova's vocabulary (vm_state, task_state, migration status). These are the
  * values the journal stores, so they are plain JSON.
  */
+import type { BlockDevice, VolumeAttachment } from './block-device';
 import type { NetworkInfo, Vif } from './network';
 import type { Resources } from './provider-types';
 
@@ -113,6 +114,10 @@ export interface InstanceRecord {
   network_info?: NetworkInfo;
   /** Ports the user gave the instance: released on delete, never deleted (kept before they are bound). */
   preserved_ports?: readonly string[];
+  /** The build's volume mappings, as they fill in (volume made, attachment made): what delete gives back. */
+  block_devices?: BlockDevice[];
+  /** The volumes connected to the instance on this host, in the order the guest gets them. */
+  volumes?: VolumeAttachment[];
   /** An `attach_interface` under way (absent otherwise): what a restart must undo if it was interrupted. */
   interface_attach?: InterfaceAttachMarker;
   launched_at?: string;

@@ -18,6 +18,15 @@ import type { DecodedMigration } from './decode';
 import { rowOf, stateAfter, type FlowStep } from './transitions';
 import type { NetworkInfo, Vif } from '../../model/network';
 
+/** What a volume step changed in a block device mapping (`ControlPlane.blockDevice`): nova's field names. */
+export interface BlockDeviceChange {
+  readonly volume_id?: string;
+  readonly attachment_id?: string | null;
+  readonly device_name?: string;
+  /** nova's JSON string of the connection info (`{driver_volume_type, data, serial}`); null: disconnected. */
+  readonly connection_info?: string | null;
+}
+
 /** What happened to an instance's network (`ControlPlane.network`). */
 export type NetworkChange =
   | { readonly kind: 'allocated'; readonly info: NetworkInfo; readonly added: NetworkInfo }
@@ -47,6 +56,12 @@ export interface ControlPlane {
    * the info cache nova-api shows the server's addresses from. Never throws.
    */
   network(uuid: string, change: NetworkChange, ctx: RequestContext): Promise<void>;
+  /**
+   * A volume step changed the block device mapping nova keeps as row `bdmId` of instance `uuid`
+   * (the volume a build created, its attachment, its connection info). nova mode saves the row
+   * through the conductor (`BlockDeviceMapping.save`), as nova-compute does. Never throws.
+   */
+  blockDevice(uuid: string, bdmId: number, change: BlockDeviceChange, ctx: RequestContext): Promise<void>;
   /** The instance argument of a message to another compute host. */
   instanceArg(rec: InstanceRecord, flavor?: Flavor): Record<string, unknown>;
   /** The instance argument for an instance this host no longer has a record of. */
@@ -97,6 +112,11 @@ export class NotifierControlPlane implements ControlPlane {
 
   /** Standalone peers read addresses from Neutron itself; there is no info cache to keep. */
   network(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** Standalone peers keep no block device rows. */
+  blockDevice(): Promise<void> {
     return Promise.resolve();
   }
 

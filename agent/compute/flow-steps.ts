@@ -69,7 +69,8 @@ export async function revertSwapOrLog(c: Pick<FlowContext, 'claims' | 'log'>, in
 
 /** The instance as the virt driver takes it. */
 export function instanceSpec(rec: InstanceRecord, flavor: Flavor = rec.flavor): InstanceSpec {
-  return { uuid: rec.uuid, name: rec.name, flavor, ...(rec.image_ref ? { image_ref: rec.image_ref } : {}), allocations: rec.allocations };
+  const volumes = (rec.volumes ?? []).map((v) => ({ volume_id: v.volume_id, device_name: v.device_name, boot_index: v.boot_index, connection_info: v.connection_info }));
+  return { uuid: rec.uuid, name: rec.name, flavor, ...(rec.image_ref ? { image_ref: rec.image_ref } : {}), allocations: rec.allocations, ...(volumes.length ? { volumes } : {}) };
 }
 
 /**

@@ -16,6 +16,9 @@ import { placementRequestId, type RequestContext } from './ports';
 import { arrival, failureOf, transition } from './transitions';
 import type { ProviderMapping, RequestedNetworks } from '../../model/network';
 import type { NetworkFlows } from './network-flows';
+import { bootsFromVolume, type BlockDevice } from '../../model/block-device';
+import { VolumeSetupError } from '../volume/errors';
+import type { VolumeFlows } from './volume-flows';
 
 /** A build's claim information, from `host_list` selections or the deployment mode. */
 export interface BuildOptions {
@@ -26,12 +29,14 @@ export interface BuildOptions {
   readonly securityGroups?: readonly string[];
   /** `request_spec`'s request group -> provider mapping (ports with a resource request). */
   readonly providerMapping?: ProviderMapping;
+  /** `block_device_mapping`: the volumes the guest gets (absent or empty: none). */
+  readonly blockDevices?: readonly BlockDevice[];
 }
 
 export type LifecycleContext = Pick<
   FlowContext,
   'host' | 'now' | 'locks' | 'claims' | 'removals' | 'driver' | 'controlPlane' | 'log' | 'record' | 'save' | 'forget' | 'notify'
-> & { readonly networking: NetworkFlows };
+> & { readonly networking: NetworkFlows; readonly volumes: VolumeFlows };
 
 export class LifecycleFlows {
   constructor(private readonly c: LifecycleContext) {}
@@ -58,8 +63,11 @@ export class LifecycleFlows {
       const started = rec.task_state === 'scheduling' ? c.notify({ ...rec }, 'create.start', ctx) : Promise.resolve();
       try {
         if (rec.task_state === 'scheduling') {
+          // A server booted from a volume has its root disk in Cinder: nova's scheduler claims no
+          // DISK_GB for it (`is_bfv`), and neither does this host.
+          const claiming = bootsFromVolume(opts.blockDevices ?? []) ? { ...rec, flavor: { ...rec.flavor, root_gb: 0 } } : rec;
           rec.allocations = await c.claims
-            .claimForBuild(rec, {
+            .claimForBuild(claiming, {
               schedulerClaimed: opts.claimed || c.controlPlane.schedulerClaims,
               resuming,
               requestId: placementRequestId(ctx),
@@ -77,6 +85,13 @@ export class LifecycleFlows {
           await c.save(rec);
           crashPoint('build.networked');
           await c.notify(rec, 'create.networked', ctx);
+        }
+        if (rec.task_state === 'block_device_mapping') {
+          await c.volumes.prepare(rec, opts.blockDevices ?? [], ctx);
+          transition(rec, 'create.volumes');
+          await c.save(rec);
+          crashPoint('build.volumes');
+          await c.notify(rec, 'create.volumes', ctx);
         }
         if (rec.task_state === 'spawning') {
           const present = await c.driver.getInfo(rec).then(
@@ -119,6 +134,8 @@ export class LifecycleFlows {
     if (rec.task_state !== 'scheduling') {
       await c.networking.release(rec, rec.uuid, ctx).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'could not give the ports back to Neutron'));
     }
+    // The attachments go back, and the volumes marked delete_on_termination (nova's _cleanup_volumes).
+    await c.volumes.release(rec, ctx);
     c.claims.release(rec.uuid);
     rec.allocations = {};
     const kind = refusedLocally
@@ -131,7 +148,9 @@ export class LifecycleFlows {
             ? 'placement unavailable'
             : e instanceof NeutronError
               ? 'network failed'
-              : 'spawn failed';
+              : e instanceof VolumeSetupError
+                ? 'volume failed'
+                : 'spawn failed';
     await putInError(c, rec, `${kind}: ${reason}`, ctx, failureOf('create.end'));
   }
 
@@ -162,6 +181,8 @@ export class LifecycleFlows {
         if (rec) await putInError(c, rec, `network failed: ${(e as Error).message}`, ctx, 'delete.error');
         throw e;
       });
+      // Then its volumes: attachments deleted, delete_on_termination volumes deleted (never throws).
+      await c.volumes.release(rec, ctx);
       const consumers = rec?.migration ? [uuid, rec.migration.uuid] : [uuid];
       await c.removals.add(uuid, consumers);
       c.claims.release(uuid);

@@ -18,6 +18,8 @@ import { NetworkService } from '../network/network-api';
 import { InstanceEvents } from './instance-events';
 import { InterfaceFlows } from './interfaces';
 import { NetworkFlows } from './network-flows';
+import { VolumeFlows } from './volume-flows';
+import type { CinderClients } from '../volume/factory';
 import type { ClaimService } from '../../tracker/claims/service';
 import type { VirtDriver } from '../../virt-drivers/driver';
 import type { DecodedInstance } from './decode';
@@ -59,7 +61,17 @@ export interface ManagerDeps {
   readonly vifPlugging?: { readonly timeoutS: number; readonly fatal: boolean; readonly onWait?: (outcome: string, seconds: number) => void };
   /** Timers of the event waits (tests pass a fake clock). */
   readonly clock?: Clock;
+  /** Cinder, this host's address for it (`[DEFAULT] my_ip`), and how long a build waits for a volume it created. Absent: no Cinder (builds with volumes fail clearly). */
+  readonly volumes?: { readonly cinder: CinderClients; readonly ip: string; readonly allocateRetries: number; readonly allocateIntervalS: number };
 }
+
+/** Cinder when none is configured: builds with volume mappings fail with what to set. */
+const NO_CINDER: CinderClients = {
+  configured: false,
+  forRequest: () => {
+    throw new Error('Cinder is not configured');
+  },
+};
 
 export class ComputeManager {
   readonly locks = new InstanceLocks();
@@ -76,6 +88,8 @@ export class ComputeManager {
   readonly networking: NetworkFlows;
   /** `attach_interface`, `detach_interface`. */
   readonly interfaces: InterfaceFlows;
+  /** The volume steps of builds and deletes. */
+  readonly volumes: VolumeFlows;
   private readonly lifecycle: LifecycleFlows;
 
   constructor(readonly deps: ManagerDeps) {
@@ -110,7 +124,16 @@ export class ComputeManager {
       clock,
     });
     this.interfaces = new InterfaceFlows(this.context, network);
-    this.lifecycle = new LifecycleFlows({ ...this.context, networking: this.networking });
+    const v = deps.volumes;
+    this.volumes = new VolumeFlows(this.context, {
+      cinder: v?.cinder ?? NO_CINDER,
+      // os-brick's connector properties for RBD (the only back end this agent connects).
+      connector: { platform: 'x86_64', os_type: 'linux', ip: v?.ip ?? '127.0.0.1', host: deps.host, multipath: false, enforce_multipath: true, do_local_attach: false },
+      allocateRetries: v?.allocateRetries ?? 60,
+      allocateIntervalS: v?.allocateIntervalS ?? 3,
+      clock,
+    });
+    this.lifecycle = new LifecycleFlows({ ...this.context, networking: this.networking, volumes: this.volumes });
     this.resize = new ResizeFlows(this.context, this.networking);
     this.live = new LiveFlows(this.context, this.networking);
     this.power = new PowerFlows(this.context);

@@ -15,6 +15,7 @@
 import type { ArgsOf, ArgsSpec } from '../rpc/endpoint/args';
 import { ArgumentError, computeArgs as A, unread, type UnplacedMigration, type DecodedMigration } from './decode';
 import { attachRequest, interfaceArgs as I, networkArgs as N } from './decode-network';
+import { volumeArgs as V } from './decode-volume';
 import { getDiagnostics } from './diagnostics';
 import type { ComputeManager } from './manager';
 import { instanceKey, method, NOVA_COMPUTE_API, type ComputeMethod, type MethodVersions } from './method-table';
@@ -61,7 +62,8 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
         host_list: A.selections,
         requested_networks: N.requestedNetworks,
         security_groups: N.securityGroups,
-        ...unread('image', 'filter_properties', 'admin_password', 'injected_files', 'block_device_mapping', 'node', 'limits', 'accel_uuids'),
+        block_device_mapping: V.blockDeviceMapping,
+        ...unread('image', 'filter_properties', 'admin_password', 'injected_files', 'node', 'limits', 'accel_uuids'),
       },
       (a, ctx) => {
         const flavor = a.instance.flavor ?? a.request_spec.flavor;
@@ -69,7 +71,8 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
         // A scheduler claimed when the Selection for this host carries an allocation request.
         const claimed = a.host_list.some((s) => s.service_host === host && !!s.allocation_request);
         const mapping = a.request_spec.providerMapping;
-        return m.build(a.instance, flavor, { claimed, networks: a.requested_networks, securityGroups: a.security_groups, ...(mapping ? { providerMapping: mapping } : {}) }, ctx);
+        const blockDevices = a.block_device_mapping ?? [];
+        return m.build(a.instance, flavor, { claimed, networks: a.requested_networks, securityGroups: a.security_groups, ...(mapping ? { providerMapping: mapping } : {}), ...(blockDevices.length ? { blockDevices } : {}) }, ctx);
       },
     ),
     row('terminate_instance', { instance: A.instanceRef, ...unread('bdms') }, (a, ctx) => m.terminate(a.instance.uuid, ctx)),

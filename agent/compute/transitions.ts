@@ -52,10 +52,15 @@ export const TRANSITIONS = table({
     // nova's claim sets host and node and clears the task state; the build then moves on to its network.
     nova: { instance: [{ set: { host: 'this_host', node: 'this_host', compute_id: 'this_node_id', launched_on: 'this_host', vm_state: 'state', task_state: null }, expected: ['scheduling', null] }, { set: { task_state: 'state' }, expected: [null] }] },
   },
-  // The ports are bound to this host (none for a server without networks): on to spawning.
+  // The ports are bound to this host (none for a server without networks): on to the volumes.
   'create.networked': {
-    method: 'build_and_run_instance', from: { vm: ['building'], task: ['networking'] }, to: { task: 'spawning' }, onFailure: 'create.error', notify: 'none',
+    method: 'build_and_run_instance', from: { vm: ['building'], task: ['networking'] }, to: { task: 'block_device_mapping' }, onFailure: 'create.error', notify: 'none',
     nova: { instance: [{ set: { task_state: 'state' }, expected: ['networking'] }] },
+  },
+  // The volumes are connected to this host (none for a server without volumes): on to spawning.
+  'create.volumes': {
+    method: 'build_and_run_instance', from: { vm: ['building'], task: ['block_device_mapping'] }, to: { task: 'spawning' }, onFailure: 'create.error', notify: 'none',
+    nova: { instance: [{ set: { task_state: 'state' }, expected: ['block_device_mapping'] }] },
   },
   'create.end': {
     method: 'build_and_run_instance', from: { vm: ['building'], task: ['spawning'] }, to: { vm: 'active', task: null, power: 'running' }, onFailure: 'create.error', notify: 'INFO',

@@ -18,7 +18,7 @@
  */
 import { libvirtLiveMigrateData } from './live-migrate-data';
 import type { LiveMigrateData } from '../../virt-drivers/types';
-import type { ControlPlane, NetworkChange } from '../compute/control-plane';
+import type { BlockDeviceChange, ControlPlane, NetworkChange } from '../compute/control-plane';
 import { rowOf, stateAfter, type FlowStep, type InstanceState, type NovaHook, type NovaValue } from '../compute/transitions';
 import type { DecodedMigration } from '../compute/decode';
 import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
@@ -83,6 +83,16 @@ export class NovaControlPlane implements ControlPlane {
 
   network(uuid: string, change: NetworkChange, ctx: RequestContext): Promise<void> {
     return this.networkRecords.write(uuid, change, ctx);
+  }
+
+  async blockDevice(uuid: string, bdmId: number, change: BlockDeviceChange, ctx: RequestContext): Promise<void> {
+    // A primitive of the row's id and the changed fields: save() writes exactly `.changes`.
+    const data = { id: bdmId, ...change };
+    try {
+      await this.o.conductor.objectAction(elevated(ctx), primitive('BlockDeviceMapping', data, this.o.conductor.objectVersions, Object.keys(change)), 'save');
+    } catch (e) {
+      this.log.warn({ instance: uuid, bdm: bdmId, fields: Object.keys(change), reason: e instanceof Error ? e.message : String(e) }, "nova-conductor did not take the block device mapping; nova may show a stale volume");
+    }
   }
 
   received(args: Readonly<Record<string, unknown>>): void {

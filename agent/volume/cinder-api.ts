@@ -45,11 +45,22 @@ export interface CinderAttachment {
   readonly connection_info: Readonly<Record<string, unknown>>;
 }
 
+/** A volume to create (`POST /v3/volumes`'s body). */
+export interface VolumeSpec {
+  readonly size: number;
+  readonly name?: string;
+  /** The Glance image to write into it. */
+  readonly imageRef?: string;
+  readonly snapshot_id?: string;
+  readonly volume_type?: string;
+  readonly availability_zone?: string;
+}
+
 export interface CinderApi {
   /** `GET /v3/volumes/{id}`. @throws CinderNotFoundError */
   getVolume(id: string): Promise<CinderVolume>;
   /** `POST /v3/volumes` (sent again only when the request never left). @throws CinderRefusedError (quota, bad size) */
-  createVolume(spec: { readonly size: number; readonly name?: string; readonly imageRef?: string; readonly availability_zone?: string }): Promise<CinderVolume>;
+  createVolume(spec: VolumeSpec): Promise<CinderVolume>;
   /** `DELETE /v3/volumes/{id}`: true when deleted, false when it was gone already. @throws CinderConflictError (in use) */
   deleteVolume(id: string): Promise<boolean>;
   /** `POST /v3/attachments` (3.54): reserves the volume for the instance; with a connector, also connects it. @throws CinderNotFoundError, CinderConflictError */

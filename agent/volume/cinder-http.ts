@@ -13,7 +13,7 @@ import type { Clock } from '../../lib/clock';
 import type { AuthProvider } from '../../tracker/placement/auth';
 import type { HttpTransport } from '../../tracker/placement/transport';
 import { JsonService, UUID_SEGMENT, type ServiceFailures } from '../openstack/json-service';
-import type { CinderApi, CinderAttachment, CinderVolume, VolumeConnector } from './cinder-api';
+import type { CinderApi, CinderAttachment, CinderVolume, VolumeConnector, VolumeSpec } from './cinder-api';
 import { CinderAuthError, CinderConflictError, CinderError, CinderNotFoundError, CinderRefusedError, CinderResponseError, CinderUnavailableError } from './errors';
 
 /** The microversion of every request: attachments with `mode` (3.54) and `os-complete` (3.44). */
@@ -78,7 +78,7 @@ export class CinderHttpClient implements CinderApi {
     return (await this.service.json('GET', `/volumes/${seg(id)}`, answers.volume)).volume;
   }
 
-  async createVolume(spec: { readonly size: number; readonly name?: string; readonly imageRef?: string; readonly availability_zone?: string }): Promise<CinderVolume> {
+  async createVolume(spec: VolumeSpec): Promise<CinderVolume> {
     if (!Number.isInteger(spec.size) || spec.size < 1) throw new CinderError(`a volume's size must be a whole number of GiB, 1 or more, not ${String(spec.size)}`);
     return (await this.service.json('POST', '/volumes', answers.volume, { volume: spec }, { idempotent: false })).volume;
   }

@@ -58,3 +58,14 @@ export class CinderResponseError extends CinderError {
     this.name = 'CinderResponseError';
   }
 }
+
+/**
+ * A volume of a build could not be made ready: the mapping (by volume, or by what it was to be
+ * made from) and why. `cause` is the Cinder failure when there was one.
+ */
+export class VolumeSetupError extends CinderError {
+  constructor(readonly volume: string, reason: string, options?: { cause?: unknown }) {
+    super(`volume ${volume}: ${reason}`, options);
+    this.name = 'VolumeSetupError';
+  }
+}

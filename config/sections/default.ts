@@ -27,6 +27,7 @@ import {
 import { transportUrl } from '../transport-url';
 import { primaryAddress } from '../host-address';
 import { vifPluggingOptions } from './neutron';
+import { blockDeviceOptions } from './cinder';
 
 const ratio = (name: string): z.ZodType<number | undefined, string> =>
   option(optFloat(0, true), {
@@ -192,6 +193,7 @@ export const defaultSection = z.object({
     expected: 'an integer >= 0 (seconds)',
   }),
   ...vifPluggingOptions,
+  ...blockDeviceOptions,
   debug: option(bool(), {
     help: 'Log at debug level (overrides log_level).',
     default: 'false',

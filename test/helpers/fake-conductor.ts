@@ -55,6 +55,8 @@ export class FakeConductor implements Conductor {
   /** InstanceFault rows, in the order created. */
   readonly faults: Data[] = [];
   /** VirtualInterface rows (not deleted), in the order created. */
+  /** BlockDeviceMapping rows by id (saved by the volume steps). */
+  readonly bdms = new Map<number, Data>();
   readonly virtualInterfaces: Data[] = [];
   /** InstanceInfoCache.network_info by instance uuid, as saved (nova's JSON string). */
   readonly infoCaches = new Map<string, unknown>();
@@ -150,7 +152,7 @@ export class FakeConductor implements Conductor {
       this.virtualInterfaces.splice(at, 1);
       return Promise.resolve({ updates: {}, result: null });
     }
-    const table = { Service: [...this.services.values()], ComputeNode: [...this.nodes.values()], Instance: [...this.instances.values()], Migration: [...this.migrations.values()] }[name] ?? [];
+    const table = { Service: [...this.services.values()], ComputeNode: [...this.nodes.values()], Instance: [...this.instances.values()], Migration: [...this.migrations.values()], BlockDeviceMapping: [...this.bdms.values()] }[name] ?? [];
     const row = table.find((r) => (data.id !== undefined && r.id === data.id) || (data.uuid !== undefined && r.uuid === data.uuid));
     if (!row) return Promise.reject(new ConductorError(`${name}NotFound`, `${name}.${method}`, 'no such row'));
     if (method === 'destroy') {

@@ -37,6 +37,8 @@ function keystoneOptions(p: AgentConfig['placement']): KeystoneOptions {
 /** Where another service is found: its catalog type and the section whose options choose the endpoint. */
 export interface CatalogService {
   readonly serviceType: string;
+  /** Older names of the service type, tried when the catalog lacks `serviceType`. */
+  readonly serviceTypeAliases?: readonly string[];
   readonly section: string;
   readonly interfaces: readonly string[];
   readonly endpointOverride?: string | undefined;
@@ -56,6 +58,7 @@ export function serviceAuthFromConfig(config: AgentConfig, service: CatalogServi
   return new KeystoneAuth({
     ...credentials,
     serviceType: service.serviceType,
+    ...(service.serviceTypeAliases ? { serviceTypeAliases: service.serviceTypeAliases } : {}),
     section: service.section,
     interfaces: service.interfaces,
     ...(service.endpointOverride ? { endpointOverride: service.endpointOverride } : {}),

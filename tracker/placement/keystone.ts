@@ -36,6 +36,8 @@ export interface KeystoneOptions {
   readonly interfaces?: readonly string[];
   /** The catalog's service type to take the endpoint of (default `placement`; `image` for Glance). */
   readonly serviceType?: string;
+  /** Other names of that service type, tried in order when the catalog lacks it (Cinder: `volumev3`, `volume`). */
+  readonly serviceTypeAliases?: readonly string[];
   /** The config section whose endpoint_override, valid_interfaces and region_name the error about a missing endpoint names. */
   readonly section?: string;
   readonly regionName?: string;
@@ -151,7 +153,8 @@ export class KeystoneAuth implements AuthProvider {
   }
 
   private pickEndpoint(catalog: readonly CatalogEntry[]): string | undefined {
-    const service = catalog.find((c) => c.type === (this.opts.serviceType ?? 'placement'));
+    const types = [this.opts.serviceType ?? 'placement', ...(this.opts.serviceTypeAliases ?? [])];
+    const service = types.map((t) => catalog.find((c) => c.type === t)).find((c) => c !== undefined);
     const region = this.opts.regionName;
     for (const iface of this.opts.interfaces ?? ['internal', 'public']) {
       const ep = (service?.endpoints ?? []).find((e) => e.interface === iface && (!region || e.region === region || e.region_id === region));

@@ -41,6 +41,7 @@ const SCENARIOS: Record<CrashPointName, Scenario> = {
   'build.recorded': { op: 'build', armed: 'a' },
   'build.claimed': { op: 'build', armed: 'a' },
   'build.networked': { op: 'build', armed: 'a' },
+  'build.volumes': { op: 'build', armed: 'a' },
   'build.spawned': { op: 'build', armed: 'a' },
   'terminate.recorded': { op: 'terminate', armed: 'a' },
   'terminate.destroyed': { op: 'terminate', armed: 'a' },

@@ -70,7 +70,7 @@ describe('build: create.start overlaps the claim', () => {
     expect(cp.done).toEqual([]);
     cp.release();
     await build;
-    expect(cp.done.map((d) => d.step)).toEqual(['create.start', 'create.claimed', 'create.networked', 'create.end']);
+    expect(cp.done.map((d) => d.step)).toEqual(['create.start', 'create.claimed', 'create.networked', 'create.volumes', 'create.end']);
     // The report was made from the record as it was when the build began, not as the claim left it.
     expect(cp.done[0]).toEqual({ step: 'create.start', vm: 'building', task: 'scheduling' });
     expect(cp.notes.sent.map((n) => n.event_type)).toEqual(['instance.create.start', 'instance.create.end']);

@@ -131,13 +131,15 @@ describe('the flows, step by step', () => {
   /** Applies `steps` in order from `r` and returns each resulting vm/task/power. */
   const walk = (r: InstanceRecord, steps: FlowStep[]): string[] => steps.map((s) => `${s} -> ${describeState(transition(r, s))} power ${r.power_state}`);
 
-  test('build: scheduling, networking, spawning, active and running', () => {
+  test('build: scheduling, networking, block_device_mapping, spawning, active and running', () => {
     const r = { ...rec('active', null), ...arrival('create.start'), power_state: POWER_STATE.NOSTATE };
     expect(describeState(r)).toBe('building/scheduling');
     expect(() => transition({ ...r }, 'create.networked')).toThrow('cannot build instance inst-1 while it is building/scheduling');
-    expect(walk(r, ['create.claimed', 'create.networked', 'create.end'])).toEqual([
+    expect(() => transition({ ...r, task_state: 'networking' }, 'create.volumes')).toThrow('cannot build instance inst-1 while it is building/networking');
+    expect(walk(r, ['create.claimed', 'create.networked', 'create.volumes', 'create.end'])).toEqual([
       'create.claimed -> building/networking power 0',
-      'create.networked -> building/spawning power 0',
+      'create.networked -> building/block_device_mapping power 0',
+      'create.volumes -> building/spawning power 0',
       'create.end -> active power 1',
     ]);
     expect(() => transition(r, 'create.end')).toThrow('cannot build instance inst-1 while it is active');

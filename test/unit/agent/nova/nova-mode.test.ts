@@ -111,6 +111,7 @@ describe('compute flows in nova mode', () => {
       [['host', 'node', 'launched_on', 'vm_state', 'task_state'], ['scheduling', null]],
       [['task_state'], [null]],
       [['task_state'], ['networking']],
+      [['task_state'], ['block_device_mapping']],
       [['vm_state', 'task_state', 'power_state', 'launched_at'], 'spawning'],
     ]);
     expect(c.names((x) => x.what.startsWith('InstanceActionEvent') || x.kind === 'fanout')).toEqual(['InstanceActionEvent.event_start', 'update_instance_info', 'InstanceActionEvent.event_finish_with_failure']);
