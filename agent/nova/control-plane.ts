@@ -146,8 +146,8 @@ export class NovaControlPlane implements ControlPlane {
         return;
       }
       const fault = `${method} not done: instance ${uuid} is not on compute-agent host ${this.o.host}`;
-      await this.saveInstance(ctx, uuid, { fields: { vm_state: 'error', task_state: null } });
       await this.createFault(ctx, uuid, fault);
+      await this.saveInstance(ctx, uuid, { fields: { vm_state: 'error', task_state: null } });
       this.log.warn({ instance: uuid, method }, `${fault}; put in ERROR`);
     } catch (e) {
       this.log.warn({ instance: uuid, method, reason: e instanceof Error ? e.message : String(e) }, 'nova-conductor did not take the ERROR of an instance this host has no record of');
@@ -187,9 +187,11 @@ export class NovaControlPlane implements ControlPlane {
     }
     let saved: Primitive | undefined;
     if (instanceWrites) {
+      // The fault first, as nova-compute adds it before it sets ERROR: nova-api shows an ERROR
+      // server's fault from that row, so a reader who sees ERROR also sees why.
+      if (w.fault && fault !== undefined) await this.createFault(ctx, s.uuid, fault);
       for (const save of w.instance ?? []) saved = await this.saveInstance(ctx, s.uuid, { set: save.set, subject: s, expected: save.expected });
       if (w.hook) await this.hooks[w.hook](ctx, s.uuid, saved);
-      if (w.fault && fault !== undefined) await this.createFault(ctx, s.uuid, fault);
     }
     if (w.fanout === 'update_instance_info' && saved) await this.fanout(ctx, w.fanout, { host_name: this.o.host, instance_info: primitive('InstanceList', { objects: [saved] }, this.o.conductor.objectVersions) });
     if (w.fanout === 'delete_instance_info') await this.fanout(ctx, w.fanout, { host_name: this.o.host, instance_uuid: s.uuid });

@@ -141,7 +141,8 @@ describe('nova mode', () => {
     await expect(run(req('pause_instance', { instance: c.prim('Instance', row) }))).rejects.toMatchObject({ method: 'pause_instance' });
     expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'error', task_state: null });
     expect(c.faults).toEqual([expect.objectContaining({ instance_uuid: uuid, host: 'host-u', code: 500, message: 'compute-agent does not implement pause_instance' })]);
-    expect(c.names((x) => x.kind === 'object')).toEqual(['Instance.save', 'InstanceFault.create']);
+    // The fault first, so a reader who sees ERROR also sees why (nova-compute's order).
+    expect(c.names((x) => x.kind === 'object')).toEqual(['InstanceFault.create', 'Instance.save']);
   });
 
   test("set_admin_password (a call after the API's task state): nova's task is cleared, the server stays ACTIVE, the caller gets NotImplementedError", async () => {
