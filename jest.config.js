@@ -23,6 +23,9 @@ module.exports = {
       displayName: 'integration',
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
       globalSetup: '<rootDir>/test/integration/global-setup.ts',
+      // The cloud of scripts/cloud, when a test file brought it up, is taken down once, after every
+      // file that shares it (test/helpers/cloud.ts).
+      globalTeardown: '<rootDir>/test/integration/global-teardown.ts',
       setupFilesAfterEnv: ['<rootDir>/test/integration/timeout.ts'],
     },
   ],

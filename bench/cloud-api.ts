@@ -15,7 +15,7 @@ const REPO = [join(__dirname, '..'), join(__dirname, '..', '..')].find((d) => ex
 const script = (name: string): string => join(REPO, 'scripts', name);
 
 /** The cloud's services: nova's compute API, Neutron (under /v2.0), Placement, Glance. */
-export type Service = 'nova' | 'neutron' | 'placement' | 'glance';
+export type Service = 'nova' | 'neutron' | 'placement' | 'glance' | 'cinder';
 
 export interface CloudReply {
   readonly status: number;
@@ -72,9 +72,12 @@ export class CloudApi {
 
   /** One request to a service of the cloud as its admin. */
   async call(service: Service, method: string, path: string, body?: unknown, microversion?: string): Promise<CloudReply> {
-    const base = { nova: this.env.NOVA_API_URL, neutron: `${this.env.NEUTRON_URL}/v2.0`, placement: this.env.PLACEMENT_URL, glance: this.env.GLANCE_URL }[service];
+    const base = { nova: this.env.NOVA_API_URL, neutron: `${this.env.NEUTRON_URL}/v2.0`, placement: this.env.PLACEMENT_URL, glance: this.env.GLANCE_URL, cinder: this.env.CINDER_URL }[service];
     const headers: Record<string, string> = { 'Content-Type': 'application/json', 'X-Auth-Token': this.token };
-    if (microversion) headers[service === 'placement' ? 'OpenStack-API-Version' : 'X-OpenStack-Nova-API-Version'] = service === 'placement' ? `placement ${microversion}` : microversion;
+    if (microversion) {
+      if (service === 'nova') headers['X-OpenStack-Nova-API-Version'] = microversion;
+      else headers['OpenStack-API-Version'] = `${service === 'cinder' ? 'volume' : service} ${microversion}`;
+    }
     const res = await fetch(`${base}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
     const text = await res.text();
     let parsed: Record<string, unknown> = {};

@@ -171,3 +171,33 @@ status_line() { # name ok(1|0) detail
 }
 # 1 when CMD succeeds, else 0 (for status_line).
 up_if() { "$@" >/dev/null 2>&1 && echo 1 || echo 0; }
+
+# ---- TCP relays into a network namespace ----
+
+# 127.0.0.1:PORT of the machine, reachable as 127.0.0.1:PORT inside network namespace NS, whose
+# loopback is its own: for each port one socat in the machine's namespace connects each client of
+# a unix socket in DIR (a file both namespaces see) to the port, and one in NS listens on its
+# 127.0.0.1 at the port and connects to that socket. Nothing binds outside a loopback. LABEL names
+# the relay's files (DIR/LABEL-PORT.sock, .pid, -ns.pid, LABEL.out).
+ns_relay_up() { # ns dir label ports...
+  local ns="$1" d="$2" label="$3" port; shift 3
+  command -v socat >/dev/null || apt_install socat
+  for port in "$@"; do
+    local base="$d/$label-$port"
+    pid_file_pid "$base.pid" >/dev/null && pid_file_pid "$base-ns.pid" >/dev/null && continue
+    stop_pidfile "$base-ns.pid" "$label relay $port in $ns"; stop_pidfile "$base.pid" "$label relay $port"
+    setsid socat UNIX-LISTEN:"$base.sock",fork,unlink-early TCP:127.0.0.1:"$port" </dev/null >>"$d/$label.out" 2>&1 &
+    echo $! >"$base.pid"
+    setsid nsenter --net="/run/netns/$ns" -- socat TCP-LISTEN:"$port",bind=127.0.0.1,reuseaddr,fork UNIX-CONNECT:"$base.sock" </dev/null >>"$d/$label.out" 2>&1 &
+    echo $! >"$base-ns.pid"
+  done
+  for port in "$@"; do
+    wait_for 10 "the $label relay of port $port into $ns (see $d/$label.out)" nsenter --net="/run/netns/$ns" -- bash -c "exec 3<>/dev/tcp/127.0.0.1/$port"
+  done
+}
+
+ns_relay_down() { # dir label
+  local f
+  for f in "$1/$2"-*-ns.pid "$1/$2"-*.pid; do [ -e "$f" ] && stop_pidfile "$f" "$2 relay"; done
+  rm -f "$1/$2"-*.sock
+}

@@ -76,7 +76,7 @@ export class VolumeFlows {
     const update = async (patch: Partial<BlockDevice>): Promise<BlockDevice> => {
       devices[k] = { ...(devices[k] as BlockDevice), ...patch };
       await this.c.save(rec);
-      return devices[k] as BlockDevice;
+      return devices[k];
     };
     let b = devices[k] as BlockDevice;
     const what = b.volume_id ?? `from ${b.source_type}${b.image_id ? ` ${b.image_id}` : ''}`;

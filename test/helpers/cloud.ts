@@ -1,27 +1,29 @@
 /**
  * The whole small cloud of scripts/cloud seen from a test: brought up once (or found running), its
- * APIs called as the cloud's admin, and taken down at the end only when the test brought it up.
- * Suites that need nova, Neutron and the agents together share this one cloud rather than each
- * starting its own.
+ * APIs called as the cloud's admin, and taken down after the run's last file only when a test of
+ * the run brought it up (a marker in the cloud's directory, read by
+ * test/integration/global-teardown.ts). Suites that need nova, Neutron and the agents together
+ * share this one cloud rather than each starting its own.
  *
  * It is not: a stack manager (scripts/cloud is) nor an OpenStack client library: each call is one
  * HTTP request with the admin's token, its answer checked by the caller.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CloudApi, cloudEnv, cloudRunning, runScript } from '../../bench/cloud-api';
 import { plugVmNamespace, type PluggablePort } from './neutron-cloud';
 
 export type { CloudReply, Service } from '../../bench/cloud-api';
 
+/** The file that says a test run brought the cloud in `cloudDir` up (and must take it down). */
+export const CLOUD_MARKER = (cloudDir: string): string => join(cloudDir, 'brought-up-by-tests');
+
 export class SharedCloud extends CloudApi {
   private readonly probes: string[] = [];
 
   private constructor(
     env: Record<string, string>,
-    /** Whether this test brought the cloud up (and so takes it down). */
-    private readonly ours: boolean,
     private readonly log: (line: string) => void,
   ) {
     super(env);
@@ -32,8 +34,10 @@ export class SharedCloud extends CloudApi {
     const running = await cloudRunning();
     const t0 = Date.now();
     if (!running) await runScript('cloud', ['up']);
-    log(running ? 'scripts/cloud was running: reused, left up' : `scripts/cloud up: ${((Date.now() - t0) / 1000).toFixed(0)} s`);
-    const cloud = new SharedCloud(cloudEnv(), !running, log);
+    log(running ? 'scripts/cloud was running: reused' : `scripts/cloud up: ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+    const env = cloudEnv();
+    if (!running) writeFileSync(CLOUD_MARKER(env.CLOUD_DIR ?? ''), `${process.pid}\n`);
+    const cloud = new SharedCloud(env, log);
     await cloud.login();
     return cloud;
   }
@@ -74,12 +78,10 @@ export class SharedCloud extends CloudApi {
     await runScript('neutron-stack', ['up'], 300_000);
   }
 
-  /** Deletes the probes; takes the cloud down when this test brought it up. Never throws. */
-  async stop(): Promise<void> {
+  /** Deletes the probes (the cloud itself goes in the run's global teardown). Never throws. */
+  stop(): Promise<void> {
     for (const ns of this.probes) execFileSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
-    if (!this.ours || process.env.CLOUD_KEEP) return;
-    const t0 = Date.now();
-    await runScript('cloud', ['down'], 600_000).catch((e: Error) => this.log(`scripts/cloud down: ${e.message}`));
-    this.log(`scripts/cloud down: ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+    this.log('probes deleted');
+    return Promise.resolve();
   }
 }
