@@ -19,6 +19,7 @@ import type {
   InstanceInfo,
   InstanceRef,
   InstanceSpec,
+  AttachedVolume,
   LiveMigrateData,
   MigrateDiskResult,
   MigrationRef,
@@ -158,6 +159,23 @@ export interface VirtDriver {
    * @throws InstanceNotFoundError, InstanceStateError, VifPlugError, DriverError (the guest did not release the device)
    */
   detachInterface(instance: InstanceRef, vif: Vif): Promise<void>;
+  /**
+   * Gives the instance the disk of `volume`, connected already (Cinder has this host's connector):
+   * hot-plugs it when the guest runs; the stored definition keeps it (restarts and migrations
+   * keep it). Idempotent: a volume already attached is left as it is.
+   * @throws InstanceNotFoundError, VolumeConnectionError (a back end the driver does not open),
+   *   NotSupportedError, DriverError (no free slot, the hypervisor refused)
+   */
+  attachVolume(instance: InstanceRef, volume: AttachedVolume): Promise<void>;
+  /**
+   * Takes the disk of volume `volumeId` away: hot-unplugs it when the guest runs, waiting for the
+   * guest to release it, and drops it from the stored definition. Idempotent: a volume not
+   * attached is fine.
+   * @throws InstanceNotFoundError, NotSupportedError, DriverError (the guest did not release it in time: it stays attached)
+   */
+  detachVolume(instance: InstanceRef, volumeId: string): Promise<void>;
+  /** Tells a running guest that volume `volumeId` is now `bytes` long (a stopped one sees it at its next start). @throws InstanceNotFoundError, NotSupportedError, DriverError */
+  extendVolume(instance: InstanceRef, volumeId: string, bytes: number): Promise<void>;
   /** The guest's serial console log as the hypervisor kept it (at most its last 100 KiB, nova libvirt's cap). @throws InstanceNotFoundError */
   getConsoleOutput(instance: InstanceRef): Promise<Buffer>;
 

@@ -62,6 +62,14 @@ export interface ControlPlane {
    * through the conductor (`BlockDeviceMapping.save`), as nova-compute does. Never throws.
    */
   blockDevice(uuid: string, bdmId: number, change: BlockDeviceChange, ctx: RequestContext): Promise<void>;
+  /**
+   * A new block device mapping of instance `uuid` (`reserve_block_device_name`): nova mode creates
+   * nova's row through the conductor and answers its primitive; standalone answers the fields.
+   * @throws what the conductor threw (the reservation fails: nothing is kept)
+   */
+  createBlockDevice(uuid: string, fields: Readonly<Record<string, unknown>>, ctx: RequestContext): Promise<{ readonly id: number | null; readonly reply: unknown }>;
+  /** Block device mapping row `bdmId` of instance `uuid` is gone (a detach, a failed attach). Never throws. */
+  destroyBlockDevice(uuid: string, bdmId: number, ctx: RequestContext): Promise<void>;
   /** The instance argument of a message to another compute host. */
   instanceArg(rec: InstanceRecord, flavor?: Flavor): Record<string, unknown>;
   /** The instance argument for an instance this host no longer has a record of. */
@@ -117,6 +125,14 @@ export class NotifierControlPlane implements ControlPlane {
 
   /** Standalone peers keep no block device rows. */
   blockDevice(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  createBlockDevice(_uuid: string, fields: Readonly<Record<string, unknown>>): Promise<{ id: number | null; reply: unknown }> {
+    return Promise.resolve({ id: null, reply: { ...fields } });
+  }
+
+  destroyBlockDevice(): Promise<void> {
     return Promise.resolve();
   }
 

@@ -61,7 +61,19 @@ function normalize(b: RawBdm): BlockDevice {
   };
 }
 
+const optionalString = arg.optional(arg.nullable(arg.string()), null);
+
 export const volumeArgs = {
+  /** `attach_volume`'s `bdm`: one BlockDeviceMapping (nova-api's, with its attachment). */
+  bdm: fromSchema('a BlockDeviceMapping', bdmSchema, normalize),
+  /** `reserve_block_device_name`'s and `detach_volume`'s `volume_id`. */
+  volumeId: arg.uuid(),
+  /** `detach_volume`'s `attachment_id`: null or absent from old callers. */
+  attachmentId: arg.optional(arg.nullable(arg.uuid()), null),
+  /** `device`, `disk_bus`, `device_type`, `tag`: a string, null or absent. */
+  optionalString,
+  /** `multiattach`: whether the volume is a multiattach one. */
+  multiattach: arg.optional(arg.bool(), false),
   /** `block_device_mapping`: a BlockDeviceMappingList (or a plain list); null or absent: none. */
   blockDeviceMapping: arg.optional(
     arg.nullable(fromSchema('a BlockDeviceMappingList', z.array(bdmSchema), (list) => list.map(normalize))),

@@ -19,6 +19,7 @@ import { InstanceEvents } from './instance-events';
 import { InterfaceFlows } from './interfaces';
 import { NetworkFlows } from './network-flows';
 import { VolumeFlows } from './volume-flows';
+import { VolumeAttachFlows } from './volume-attach';
 import type { CinderClients } from '../volume/factory';
 import type { ClaimService } from '../../tracker/claims/service';
 import type { VirtDriver } from '../../virt-drivers/driver';
@@ -90,6 +91,8 @@ export class ComputeManager {
   readonly interfaces: InterfaceFlows;
   /** The volume steps of builds and deletes. */
   readonly volumes: VolumeFlows;
+  /** `reserve_block_device_name`, `attach_volume`, `detach_volume`, `volume-extended`. */
+  readonly volumeAttach: VolumeAttachFlows;
   private readonly lifecycle: LifecycleFlows;
 
   constructor(readonly deps: ManagerDeps) {
@@ -125,14 +128,16 @@ export class ComputeManager {
     });
     this.interfaces = new InterfaceFlows(this.context, network);
     const v = deps.volumes;
+    // os-brick's connector properties for RBD (the only back end this agent connects).
+    const connector = { platform: 'x86_64', os_type: 'linux', ip: v?.ip ?? '127.0.0.1', host: deps.host, multipath: false, enforce_multipath: true, do_local_attach: false };
     this.volumes = new VolumeFlows(this.context, {
       cinder: v?.cinder ?? NO_CINDER,
-      // os-brick's connector properties for RBD (the only back end this agent connects).
-      connector: { platform: 'x86_64', os_type: 'linux', ip: v?.ip ?? '127.0.0.1', host: deps.host, multipath: false, enforce_multipath: true, do_local_attach: false },
+      connector,
       allocateRetries: v?.allocateRetries ?? 60,
       allocateIntervalS: v?.allocateIntervalS ?? 3,
       clock,
     });
+    this.volumeAttach = new VolumeAttachFlows(this.context, { cinder: v?.cinder ?? NO_CINDER, connector });
     this.lifecycle = new LifecycleFlows({ ...this.context, networking: this.networking, volumes: this.volumes });
     this.resize = new ResizeFlows(this.context, this.networking);
     this.live = new LiveFlows(this.context, this.networking);

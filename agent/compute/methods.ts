@@ -122,6 +122,13 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
       m.interfaces.attach(a.instance, attachRequest(a), ctx),
     ),
     row('detach_interface', { instance: A.instanceRef, port_id: I.portId }, (a, ctx) => m.interfaces.detach(a.instance.uuid, a.port_id, ctx)),
+    row(
+      'reserve_block_device_name',
+      { instance: A.instanceRef, volume_id: V.volumeId, device: V.optionalString, disk_bus: V.optionalString, device_type: V.optionalString, tag: V.optionalString, multiattach: V.multiattach },
+      (a, ctx) => m.volumeAttach.reserve(a.instance.uuid, { volume_id: a.volume_id, disk_bus: a.disk_bus, device_type: a.device_type, tag: a.tag, multiattach: a.multiattach }, ctx),
+    ),
+    row('attach_volume', { instance: A.instanceRef, bdm: V.bdm }, (a, ctx) => m.volumeAttach.attach(a.instance.uuid, a.bdm, ctx)),
+    row('detach_volume', { instance: A.instanceRef, volume_id: V.volumeId, attachment_id: V.attachmentId }, (a, ctx) => m.volumeAttach.detach(a.instance.uuid, a.volume_id, a.attachment_id, ctx)),
     row('get_console_output', { instance: A.instanceRef, tail_length: A.tailLength }, (a) => m.power.consoleOutput(a.instance.uuid, a.tail_length), read),
     row('get_diagnostics', { instance: A.instanceRef }, (a) => getDiagnostics(m.context, a.instance.uuid), read),
     row('confirm_resize_at_destination', { instance: A.instanceRef, migration: A.migration }, (a) => resize.confirmAtDestination(a.instance.uuid, a.migration.uuid), agent),
@@ -135,7 +142,9 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
       journaled: false,
       args: { events: N.externalEvents, ...unread('instances') },
       handle: (a, call) => {
-        m.networking.events(a.events, call.context);
+        // Cinder's volume-extended (tag: the volume); the rest are Neutron's.
+        for (const e of a.events) if (e.name === 'volume-extended' && e.tag) void m.volumeAttach.extended(e.instance_uuid, e.tag, call.context);
+        m.networking.events(a.events.filter((e) => e.name !== 'volume-extended'), call.context);
         return Promise.resolve();
       },
     }),

@@ -28,6 +28,8 @@ export const OPERATIONS = {
   rebuild_instance: 'rebuild',
   attach_interface: 'attach an interface to',
   detach_interface: 'detach an interface from',
+  attach_volume: 'attach a volume to',
+  detach_volume: 'detach a volume from',
   _sync_power_states: 'sync the power state of',
   init_host: 'recover',
   unsupported_method: 'run a method the agent does not implement on',
@@ -89,7 +91,9 @@ export type ActionEvent =
   | 'compute_reboot_instance'
   | 'compute_rebuild_instance'
   | 'compute_attach_interface'
-  | 'compute_detach_interface';
+  | 'compute_detach_interface'
+  | 'compute_attach_volume'
+  | 'compute_detach_volume';
 
 /** What nova-compute writes at a step, in this order: Migration, Instance saves, hook, scheduler fanout, action event. */
 export interface NovaWrites {

@@ -39,6 +39,8 @@ const REBOOTABLE = ['active', 'stopped', 'error'] as const;
 const REBOOTING = ['reboot_started', 'reboot_started_hard'] as const;
 const ATTACH = 'compute_attach_interface';
 const DETACH = 'compute_detach_interface';
+const ATTACH_VOLUME = 'compute_attach_volume';
+const DETACH_VOLUME = 'compute_detach_volume';
 /** nova's API attaches and detaches interfaces of ACTIVE, PAUSED and STOPPED servers with no task (this agent has no PAUSED). */
 const INTERFACES = { vm: ['active', 'stopped'], task: [null], move: 'none' } as const satisfies StatePattern;
 /** nova's reboot task states (`soft_reboot_states`, `hard_reboot_states`): a soft reboot of a guest that is down is done hard, so either may be found. */
@@ -217,6 +219,13 @@ export const TRANSITIONS = table({
   'interface_detach.start': { method: 'detach_interface', from: INTERFACES, to: {}, onFailure: 'interface_detach.error', notify: 'INFO', nova: { event: { name: DETACH, phase: 'start' } } },
   'interface_detach.end': { method: 'detach_interface', from: INTERFACES, to: {}, notify: 'INFO', nova: { event: { name: DETACH, phase: 'finish' } } },
   'interface_detach.error': { method: 'detach_interface', from: INTERFACES, to: {}, notify: 'ERROR', nova: { fault: true, event: { name: DETACH, phase: 'finish', failure: 'detach failed' } } },
+  // ---- attach and detach a volume (`volume-attach.ts`): no state changes; a failure records the fault ----
+  'volume_attach.start': { method: 'attach_volume', from: INTERFACES, to: {}, onFailure: 'volume_attach.error', notify: 'INFO', nova: { event: { name: ATTACH_VOLUME, phase: 'start' } } },
+  'volume_attach.end': { method: 'attach_volume', from: INTERFACES, to: {}, notify: 'INFO', nova: { event: { name: ATTACH_VOLUME, phase: 'finish' } } },
+  'volume_attach.error': { method: 'attach_volume', from: INTERFACES, to: {}, notify: 'ERROR', nova: { fault: true, event: { name: ATTACH_VOLUME, phase: 'finish', failure: 'attach failed' } } },
+  'volume_detach.start': { method: 'detach_volume', from: INTERFACES, to: {}, onFailure: 'volume_detach.error', notify: 'INFO', nova: { event: { name: DETACH_VOLUME, phase: 'start' } } },
+  'volume_detach.end': { method: 'detach_volume', from: INTERFACES, to: {}, notify: 'INFO', nova: { event: { name: DETACH_VOLUME, phase: 'finish' } } },
+  'volume_detach.error': { method: 'detach_volume', from: INTERFACES, to: {}, notify: 'ERROR', nova: { fault: true, event: { name: DETACH_VOLUME, phase: 'finish', failure: 'detach failed' } } },
   // ---- a compute method the agent does not implement (`unsupported.ts`) ----
   /** A cast: the instance goes to ERROR, its task cleared, with a fault naming the method. */
   'unsupported.error': {

@@ -44,8 +44,6 @@ const call = (...args: string[]): Unsupported => ({ kind: 'call', args });
 /** The methods with an `instance` argument nova may send that the agent does not implement, with their other arguments. */
 export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   add_fixed_ip_to_instance: cast('network_id'),
-  attach_volume: cast('bdm'),
-  detach_volume: cast('volume_id', 'attachment_id'),
   inject_network_info: cast(),
   pause_instance: cast(),
   unpause_instance: cast(),
@@ -87,7 +85,6 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   validate_console_port: call('port', 'console_type'),
   quiesce_instance: call(),
   remove_volume_connection: call('volume_id', 'delete_attachment'),
-  reserve_block_device_name: call('device', 'volume_id', 'disk_bus', 'device_type', 'tag', 'multiattach'),
   set_admin_password: { kind: 'call', args: ['new_pass'], apiTask: 'updating_password' },
 };
 

@@ -95,6 +95,21 @@ export class NovaControlPlane implements ControlPlane {
     }
   }
 
+  async createBlockDevice(uuid: string, fields: Readonly<Record<string, unknown>>, ctx: RequestContext): Promise<{ id: number | null; reply: unknown }> {
+    const obj = primitive('BlockDeviceMapping', { instance_uuid: uuid, ...fields }, this.o.conductor.objectVersions);
+    const { updates } = await this.o.conductor.objectAction(elevated(ctx), obj, 'create');
+    const id = typeof updates.id === 'number' ? updates.id : null;
+    return { id, reply: applyUpdates(obj, updates) };
+  }
+
+  async destroyBlockDevice(uuid: string, bdmId: number, ctx: RequestContext): Promise<void> {
+    try {
+      await this.o.conductor.objectAction(elevated(ctx), primitive('BlockDeviceMapping', { id: bdmId, instance_uuid: uuid }, this.o.conductor.objectVersions, []), 'destroy');
+    } catch (e) {
+      this.log.warn({ instance: uuid, bdm: bdmId, reason: e instanceof Error ? e.message : String(e) }, 'nova-conductor did not destroy the block device mapping; nova may still list the volume');
+    }
+  }
+
   received(args: Readonly<Record<string, unknown>>): void {
     const inst = args.instance;
     if (isPrimitive(inst, 'Instance')) {

@@ -71,6 +71,8 @@ export interface CinderApi {
   updateAttachment(id: string, connector: VolumeConnector): Promise<CinderAttachment>;
   /** `POST /v3/attachments/{id}/action` `os-complete` (3.44): the volume is in use. @throws CinderNotFoundError */
   completeAttachment(id: string): Promise<void>;
+  /** `POST /v3/volumes/{id}/action` `os-roll_detaching`: a detach that did not happen puts the volume back in use. @throws CinderNotFoundError */
+  rollDetaching(volumeId: string): Promise<void>;
   /** `DELETE /v3/attachments/{id}` (3.54): true when deleted, false when it was gone already. @throws CinderConflictError */
   deleteAttachment(id: string): Promise<boolean>;
 }

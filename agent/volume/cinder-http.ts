@@ -104,6 +104,10 @@ export class CinderHttpClient implements CinderApi {
     await this.service.send('POST', `/attachments/${seg(id)}/action`, { 'os-complete': null });
   }
 
+  async rollDetaching(volumeId: string): Promise<void> {
+    await this.service.send('POST', `/volumes/${seg(volumeId)}/action`, { 'os-roll_detaching': {} });
+  }
+
   deleteAttachment(id: string): Promise<boolean> {
     return this.service.remove(`/attachments/${seg(id)}`);
   }

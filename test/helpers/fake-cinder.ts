@@ -150,6 +150,18 @@ export class FakeCinder implements CinderApi {
     return Promise.resolve();
   }
 
+  rollDetaching(volumeId: string): Promise<void> {
+    this.gate(`roll detaching ${volumeId}`);
+    const v = this.vol(volumeId);
+    if (v.status === 'detaching') v.status = 'in-use';
+    return Promise.resolve();
+  }
+
+  /** nova-api's begin_detaching before it casts detach_volume. */
+  beginDetaching(volumeId: string): void {
+    this.vol(volumeId).status = 'detaching';
+  }
+
   deleteAttachment(id: string): Promise<boolean> {
     this.gate(`DELETE attachment ${id}`);
     const a = this.attachments.get(id);

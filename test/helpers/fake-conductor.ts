@@ -144,6 +144,7 @@ export class FakeConductor implements Conductor {
       if (name === 'ComputeNode') this.nodes.set(`${String(row.host)}/${String(row.hypervisor_hostname)}`, row);
       if (name === 'InstanceFault') this.faults.push(row);
       if (name === 'VirtualInterface') this.virtualInterfaces.push(row);
+      if (name === 'BlockDeviceMapping') this.bdms.set(Number(row.id), row);
       return Promise.resolve({ updates: row, result: null });
     }
     if (name === 'VirtualInterface' && method === 'destroy') {
@@ -155,6 +156,10 @@ export class FakeConductor implements Conductor {
     const table = { Service: [...this.services.values()], ComputeNode: [...this.nodes.values()], Instance: [...this.instances.values()], Migration: [...this.migrations.values()], BlockDeviceMapping: [...this.bdms.values()] }[name] ?? [];
     const row = table.find((r) => (data.id !== undefined && r.id === data.id) || (data.uuid !== undefined && r.uuid === data.uuid));
     if (!row) return Promise.reject(new ConductorError(`${name}NotFound`, `${name}.${method}`, 'no such row'));
+    if (method === 'destroy' && name === 'BlockDeviceMapping') {
+      this.bdms.delete(Number(row.id));
+      return Promise.resolve({ updates: {}, result: null });
+    }
     if (method === 'destroy') {
       this.instances.delete(String(row.uuid));
       return Promise.resolve({ updates: {}, result: null });

@@ -25,7 +25,7 @@ import type { Locator } from '../layout/moves';
 import { SpeedMemory } from '../layout/nic';
 import { layoutOptionsFromConfig, type LayoutOptions } from '../layout/options';
 import { planHost, SHARES_VIA_AGGREGATE } from '../layout/plan';
-import type { DriverContext, Flavor, HostRef, InstanceInfo, InstanceRef, InstanceSpec, LiveMigrateData, MigrateDiskResult, MigrationRef } from '../types';
+import type { AttachedVolume, DriverContext, Flavor, HostRef, InstanceInfo, InstanceRef, InstanceSpec, LiveMigrateData, MigrateDiskResult, MigrationRef } from '../types';
 import { FaultInjector } from './faults';
 import { assignGpu } from './gpu-assign';
 import { FakeHypervisor } from './hypervisor';
@@ -183,6 +183,34 @@ export class FakeDriver implements VirtDriver {
   async unplugVifs(_instance: InstanceRef, vifs: NetworkInfo): Promise<void> { await this.faults.before('unplugVifs'); await this.vifs.unplugAll(vifs); }
   async attachInterface(instance: InstanceRef, vif: Vif): Promise<void> { await this.faults.before('attachInterface'); await this.nics.attach(instance, vif); }
   async detachInterface(instance: InstanceRef, vif: Vif): Promise<void> { await this.faults.before('detachInterface'); await this.nics.detach(instance, vif); }
+
+  /** The volume joins the instance's disks (a running guest prints it, as a kernel logs a new disk). */
+  async attachVolume(instance: InstanceRef, volume: AttachedVolume): Promise<void> {
+    await this.faults.before('attachVolume');
+    const inst = this.hypervisor.get(instance);
+    if (inst.volumes?.[volume.volume_id] !== undefined) return;
+    inst.volumes = { ...(inst.volumes ?? {}), [volume.volume_id]: 0 };
+    if (inst.powerState === 'RUNNING') this.hypervisor.print(inst, `disk ${volume.volume_id} attached`);
+    await this.hypervisor.save();
+  }
+
+  async detachVolume(instance: InstanceRef, volumeId: string): Promise<void> {
+    await this.faults.before('detachVolume');
+    const inst = this.hypervisor.get(instance);
+    if (inst.volumes?.[volumeId] === undefined) return;
+    const { [volumeId]: _gone, ...rest } = inst.volumes;
+    inst.volumes = rest;
+    if (inst.powerState === 'RUNNING') this.hypervisor.print(inst, `disk ${volumeId} detached`);
+    await this.hypervisor.save();
+  }
+
+  async extendVolume(instance: InstanceRef, volumeId: string, bytes: number): Promise<void> {
+    await this.faults.before('extendVolume');
+    const inst = this.hypervisor.get(instance);
+    if (inst.volumes?.[volumeId] === undefined) throw new DriverError(`instance ${instance.uuid} has no volume ${volumeId}`);
+    inst.volumes = { ...inst.volumes, [volumeId]: bytes };
+    await this.hypervisor.save();
+  }
 
   async powerOff(instance: InstanceRef, _opts: PowerOffOptions = {}): Promise<void> {
     await this.faults.before('powerOff');

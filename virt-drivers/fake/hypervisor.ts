@@ -29,6 +29,8 @@ export interface FakeInstance {
   console?: string[];
   /** Its NICs' VIFs (network_info), attach and detach included. */
   vifs?: Vif[];
+  /** Its volumes: id -> the size the guest was last told (bytes; 0 until an extend), attach and detach included. */
+  volumes?: Record<string, number>;
 }
 
 /** Lines of console kept per instance. */
@@ -103,7 +105,7 @@ export class FakeHypervisor {
   /** @throws InstanceExistsError */
   create(spec: InstanceSpec, powerState: PowerState, extra: Partial<FakeInstance> = {}): FakeInstance {
     if (this.instances.has(spec.uuid)) throw new InstanceExistsError(spec.uuid);
-    const inst: FakeInstance = { uuid: spec.uuid, name: spec.name, powerState, flavor: spec.flavor, allocations: spec.allocations, vifs: [...(spec.network_info ?? [])], ...extra };
+    const inst: FakeInstance = { uuid: spec.uuid, name: spec.name, powerState, flavor: spec.flavor, allocations: spec.allocations, vifs: [...(spec.network_info ?? [])], volumes: Object.fromEntries((spec.volumes ?? []).map((v) => [v.volume_id, 0])), ...extra };
     this.instances.set(spec.uuid, inst);
     if (powerState === 'RUNNING') this.print(inst, 'booted');
     return inst;

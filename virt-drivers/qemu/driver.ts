@@ -18,7 +18,7 @@ import type { ProviderTree } from '../../model/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
 import type { NetworkInfo, Vif } from '../../model/network';
 import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type SpawnOptions, type VirtDriver } from '../driver';
-import { DriverError, DriverInitError, InstanceNotFoundError, InstanceStateError } from '../errors';
+import { DriverError, DriverInitError, InstanceNotFoundError, InstanceStateError, NotSupportedError } from '../errors';
 import { discoverHost, type HostFacts } from '../host/discover';
 import { applyPlan, RootProviderMissingError } from '../layout/apply';
 import { SpeedMemory } from '../layout/nic';
@@ -246,6 +246,19 @@ export class QemuDriver implements VirtDriver {
   async destroy(instance: InstanceRef): Promise<void> {
     return life.destroy(this.host, instance);
   }
+  /** Hot-plug of volumes: not served by this driver yet, refused so that nothing is half-made. */
+  attachVolume(): Promise<void> {
+    return Promise.reject(new NotSupportedError(this.name, 'attaching a volume to an instance'));
+  }
+
+  detachVolume(): Promise<void> {
+    return Promise.reject(new NotSupportedError(this.name, 'detaching a volume from an instance'));
+  }
+
+  extendVolume(): Promise<void> {
+    return Promise.reject(new NotSupportedError(this.name, 'extending an attached volume'));
+  }
+
 
   async powerOn(instance: InstanceRef): Promise<void> {
     return life.powerOn(this.host, instance);

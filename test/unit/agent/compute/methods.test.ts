@@ -41,6 +41,10 @@ const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
   get_console_output: ['instance', 'tail_length'],
   attach_interface: ['instance', 'network_id', 'port_id', 'requested_ip', 'tag'],
   detach_interface: ['instance', 'port_id'],
+  // nova/compute/rpcapi.py: reserve_block_device_name (a call), attach_volume and detach_volume (casts).
+  reserve_block_device_name: ['instance', 'device', 'volume_id', 'disk_bus', 'device_type', 'tag', 'multiattach'],
+  attach_volume: ['instance', 'bdm'],
+  detach_volume: ['instance', 'volume_id', 'attachment_id'],
   rebuild_instance: ['instance', 'new_pass', 'injected_files', 'image_ref', 'orig_image_ref', 'orig_sys_metadata', 'bdms', 'recreate', 'on_shared_storage', 'preserve_ephemeral', 'migration', 'scheduled_node', 'limits', 'request_spec', 'accel_uuids', 'reimage_boot_volume', 'target_state'],
   get_diagnostics: ['instance'],
   confirm_resize_at_destination: ['instance', 'migration'],

@@ -211,7 +211,7 @@ test('standalone: a step is notified at its row priority, and not at all where t
   for (const step of FLOW_STEPS) await cp.step(rec('active', null), step, { request_id: 'r' });
   const sent = FLOW_STEPS.filter((s) => TRANSITIONS[s].notify !== 'none');
   expect(n.sent.map((x) => [x.event_type, x.priority])).toEqual(sent.map((s) => [`instance.${s}`, TRANSITIONS[s].notify]));
-  expect(n.sent.filter((x) => x.priority === 'ERROR').map((x) => x.event_type)).toEqual(['instance.create.error', 'instance.delete.error', 'instance.resize_prep.error', 'instance.resize.error', 'instance.resize_finish.error', 'instance.power_off.revert', 'instance.power_on.revert', 'instance.reboot.error', 'instance.rebuild.error', 'instance.interface_attach.error', 'instance.interface_detach.error', 'instance.unsupported.error', 'instance.power_off.error']);
+  expect(n.sent.filter((x) => x.priority === 'ERROR').map((x) => x.event_type)).toEqual(['instance.create.error', 'instance.delete.error', 'instance.resize_prep.error', 'instance.resize.error', 'instance.resize_finish.error', 'instance.power_off.revert', 'instance.power_on.revert', 'instance.reboot.error', 'instance.rebuild.error', 'instance.interface_attach.error', 'instance.interface_detach.error', 'instance.volume_attach.error', 'instance.volume_detach.error', 'instance.unsupported.error', 'instance.power_off.error']);
   expect(FLOW_STEPS.filter((s) => TRANSITIONS[s].notify === 'none')).toEqual(
     expect.arrayContaining(['create.claimed', 'resize_revert.dest', 'live_migration_post_dest.end']),
   );

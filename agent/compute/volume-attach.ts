@@ -1,0 +1,203 @@
+/**
+ * `reserve_block_device_name`, `attach_volume`, `detach_volume` and the `volume-extended` event,
+ * as nova-compute runs them (nova `compute/manager.py` `reserve_block_device_name`,
+ * `attach_volume`, `_detach_volume`, `extend_volume`; `virt/block_device.py`):
+ *
+ * - reserve (a call from nova-api): under the instance's lock, a volume the instance has already,
+ *   a tag or a multiattach volume the driver cannot serve is refused; otherwise the next free
+ *   `vdX` (the device asked for is ignored, as nova's libvirt driver ignores it) in a new block
+ *   device mapping (nova's row, made through the conductor), which is returned.
+ * - attach (a cast, nova-api made the attachment): this host's connector on the attachment, the
+ *   driver hot-plugs the disk (a stopped guest gets it at its next start), the connection info is
+ *   saved, `os-complete`. A failure deletes the attachment and the mapping and records the fault.
+ * - detach (a cast, the volume `detaching`): the driver hot-unplugs the disk, then the attachment
+ *   is deleted and the mapping destroyed. A guest that keeps the disk keeps it: the volume is
+ *   rolled back to in-use, the fault recorded.
+ * - volume-extended: a running guest is told the volume's new size (QMP block_resize).
+ *
+ * None changes the instance's state (nova sets none). The record is saved after each step, so a
+ * replayed request finds what was done (the driver's attach and detach are idempotent).
+ */
+import { randomUUID } from 'node:crypto';
+import { nextDeviceName, type BlockDevice, type VolumeAttachment } from '../../model/block-device';
+import type { InstanceRecord } from '../../model/instance';
+import type { FlowContext } from './flow-context';
+import type { RequestContext } from './ports';
+import { check, type FlowStep } from './transitions';
+import { novaConnectionInfo, type VolumeFlowOptions } from './volume-flows';
+import { InvalidVolumeError, MultiattachNotSupportedError, VolumeAttachFailedError, VolumeDetachFailedError, VolumeTaggedAttachNotSupportedError } from './volume-errors';
+
+export type VolumeAttachContext = Pick<FlowContext, 'locks' | 'require' | 'record' | 'save' | 'driver' | 'controlPlane' | 'log' | 'notify'>;
+
+/** What `reserve_block_device_name` is asked. */
+export interface ReserveRequest {
+  readonly volume_id: string;
+  readonly disk_bus: string | null;
+  readonly device_type: string | null;
+  readonly tag: string | null;
+  readonly multiattach: boolean;
+}
+
+const GIB = 1024 ** 3;
+const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+export class VolumeAttachFlows {
+  constructor(
+    private readonly c: VolumeAttachContext,
+    private readonly o: Pick<VolumeFlowOptions, 'cinder' | 'connector'>,
+  ) {}
+
+  /** `reserve_block_device_name`: nova's new BlockDeviceMapping (its primitive in nova mode). @throws InstanceNotFoundError, InvalidVolumeError, VolumeTaggedAttachNotSupportedError, MultiattachNotSupportedError */
+  reserve(uuid: string, req: ReserveRequest, ctx: RequestContext): Promise<unknown> {
+    const c = this.c;
+    return c.locks.with(uuid, async () => {
+      const rec = c.require(uuid);
+      const devices = rec.block_devices ?? [];
+      if (devices.some((b) => b.volume_id === req.volume_id)) throw new InvalidVolumeError(`volume ${req.volume_id} is already attached to instance ${uuid}`);
+      const caps = c.driver.capabilities;
+      if (req.tag && !caps.supports_tagged_attach_volume) throw new VolumeTaggedAttachNotSupportedError(c.driver.name);
+      if (req.multiattach && !caps.supports_multiattach) throw new MultiattachNotSupportedError(req.volume_id);
+      const device = nextDeviceName(new Set(devices.map((b) => b.device_name).filter((n): n is string => !!n)));
+      const fields = {
+        uuid: randomUUID(),
+        source_type: 'volume',
+        destination_type: 'volume',
+        volume_id: req.volume_id,
+        device_name: device,
+        boot_index: null,
+        delete_on_termination: false,
+        disk_bus: req.disk_bus,
+        device_type: req.device_type,
+        tag: req.tag,
+        guest_format: null,
+      };
+      const { id, reply } = await c.controlPlane.createBlockDevice(uuid, fields, ctx);
+      rec.block_devices = [...devices, { id, source_type: 'volume', destination_type: 'volume', boot_index: null, device_name: device, delete_on_termination: false, volume_id: req.volume_id, volume_size: null, image_id: null, snapshot_id: null, attachment_id: null, volume_type: null }];
+      await c.save(rec);
+      c.log.info({ instance: uuid, volume: req.volume_id, device, bdm: id }, 'device name reserved for a volume');
+      return reply;
+    });
+  }
+
+  /** `attach_volume` with nova-api's mapping (its attachment made). @throws InvalidStateError, InstanceNotFoundError (nothing done), VolumeAttachFailedError (undone, fault recorded) */
+  attach(uuid: string, bdm: BlockDevice, ctx: RequestContext): Promise<void> {
+    const c = this.c;
+    return c.locks.with(uuid, async () => {
+      const rec = c.require(uuid);
+      check(rec, 'volume_attach.start');
+      await c.notify(rec, 'volume_attach.start', ctx);
+      const volumeId = bdm.volume_id ?? '';
+      if ((rec.volumes ?? []).some((v) => v.volume_id === volumeId)) {
+        await c.notify(rec, 'volume_attach.end', ctx);
+        return;
+      }
+      const known = (rec.block_devices ?? []).find((b) => b.volume_id === volumeId);
+      const device = known?.device_name ?? bdm.device_name ?? nextDeviceName(new Set((rec.volumes ?? []).map((v) => v.device_name)));
+      const entry: BlockDevice = { ...(known ?? bdm), id: bdm.id ?? known?.id ?? null, attachment_id: bdm.attachment_id ?? known?.attachment_id ?? null, device_name: device };
+      let attached: VolumeAttachment | undefined;
+      try {
+        if (!entry.volume_id) throw new Error('the block device mapping names no volume');
+        if (!entry.attachment_id) throw new Error('the block device mapping names no attachment (nova-api makes one before it casts)');
+        const cinder = this.o.cinder.forRequest(ctx);
+        const answer = await cinder.updateAttachment(entry.attachment_id, { ...this.o.connector, mountpoint: device });
+        const info = novaConnectionInfo(answer.connection_info, entry.volume_id);
+        attached = { volume_id: entry.volume_id, attachment_id: entry.attachment_id, device_name: device, boot_index: null, delete_on_termination: entry.delete_on_termination, bdm_id: entry.id, connection_info: info };
+        await c.driver.attachVolume(rec, { volume_id: attached.volume_id, device_name: device, boot_index: null, connection_info: info });
+      } catch (e) {
+        await this.undoAttach(rec, entry, ctx);
+        throw await this.fail(rec, 'volume_attach.error', new VolumeAttachFailedError(volumeId, reason(e), { cause: e }), ctx);
+      }
+      rec.volumes = [...(rec.volumes ?? []), attached];
+      rec.block_devices = [...(rec.block_devices ?? []).filter((b) => b.volume_id !== volumeId), entry];
+      await c.save(rec);
+      if (entry.id !== null) await c.controlPlane.blockDevice(uuid, entry.id, { attachment_id: attached.attachment_id, connection_info: JSON.stringify(attached.connection_info) }, ctx);
+      await this.o.cinder
+        .forRequest(ctx)
+        .completeAttachment(attached.attachment_id)
+        .catch((e: unknown) => c.log.warn({ instance: uuid, volume: volumeId, reason: reason(e) }, 'Cinder did not mark the attachment complete; the guest has the disk'));
+      c.log.info({ instance: uuid, volume: volumeId, attachment: attached.attachment_id, device }, 'volume attached');
+      await c.notify(rec, 'volume_attach.end', ctx);
+    });
+  }
+
+  /** `detach_volume`. @throws InvalidStateError, InstanceNotFoundError (nothing done), VolumeDetachFailedError (fault recorded) */
+  detach(uuid: string, volumeId: string, attachmentId: string | null, ctx: RequestContext): Promise<void> {
+    const c = this.c;
+    return c.locks.with(uuid, async () => {
+      const rec = c.require(uuid);
+      check(rec, 'volume_detach.start');
+      await c.notify(rec, 'volume_detach.start', ctx);
+      const v = (rec.volumes ?? []).find((x) => x.volume_id === volumeId);
+      const entry = (rec.block_devices ?? []).find((b) => b.volume_id === volumeId);
+      if (!v && !entry) throw await this.fail(rec, 'volume_detach.error', new VolumeDetachFailedError(volumeId, `not attached to instance ${uuid}`), ctx);
+      const cinder = this.o.cinder.forRequest(ctx);
+      if (v) {
+        try {
+          await c.driver.detachVolume(rec, volumeId);
+        } catch (e) {
+          // The guest keeps the disk: Cinder's volume goes back from detaching to in-use, as nova's roll_detaching.
+          await cinder.rollDetaching(volumeId).catch((err: unknown) => c.log.warn({ instance: uuid, volume: volumeId, reason: reason(err) }, 'Cinder did not roll the detach back'));
+          throw await this.fail(rec, 'volume_detach.error', new VolumeDetachFailedError(volumeId, `${reason(e)}; the volume stays attached`, { cause: e }), ctx);
+        }
+        rec.volumes = (rec.volumes ?? []).filter((x) => x.volume_id !== volumeId);
+        await c.save(rec);
+      }
+      const attachment = attachmentId ?? v?.attachment_id ?? entry?.attachment_id ?? null;
+      if (attachment) {
+        try {
+          await cinder.deleteAttachment(attachment);
+        } catch (e) {
+          throw await this.fail(rec, 'volume_detach.error', new VolumeDetachFailedError(volumeId, `the disk is out of the guest, but Cinder could not delete attachment ${attachment}: ${reason(e)}; ask again`, { cause: e }), ctx);
+        }
+      }
+      rec.block_devices = (rec.block_devices ?? []).filter((b) => b.volume_id !== volumeId);
+      await c.save(rec);
+      const bdmId = entry?.id ?? v?.bdm_id ?? null;
+      if (bdmId !== null) await c.controlPlane.destroyBlockDevice(uuid, bdmId, ctx);
+      c.log.info({ instance: uuid, volume: volumeId, attachment }, 'volume detached');
+      await c.notify(rec, 'volume_detach.end', ctx);
+    });
+  }
+
+  /** The `volume-extended` event: a running guest is told the volume's new size. Never throws (logged, as nova logs it). */
+  async extended(uuid: string, volumeId: string, ctx: RequestContext): Promise<void> {
+    const c = this.c;
+    await c.locks.with(uuid, async () => {
+      const rec = c.record(uuid);
+      if (!rec || !(rec.volumes ?? []).some((v) => v.volume_id === volumeId)) {
+        c.log.info({ instance: uuid, volume: volumeId }, 'volume-extended for a volume this host does not have on the instance; ignored');
+        return;
+      }
+      if (!c.driver.capabilities.supports_extend_volume) {
+        c.log.warn({ instance: uuid, volume: volumeId, driver: c.driver.name }, 'volume-extended: the driver cannot resize a disk in a running guest; it sees the new size at its next start');
+        return;
+      }
+      try {
+        const size = (await this.o.cinder.forRequest(ctx).getVolume(volumeId)).size;
+        await c.driver.extendVolume(rec, volumeId, size * GIB);
+        c.log.info({ instance: uuid, volume: volumeId, gib: size }, 'volume extended in the guest');
+      } catch (e) {
+        c.log.warn({ instance: uuid, volume: volumeId, reason: reason(e) }, 'volume-extended: the guest could not be told the new size');
+      }
+    });
+  }
+
+  /** A failed attach: the driver's disk out, the attachment deleted, the mapping gone. Never throws. */
+  private async undoAttach(rec: InstanceRecord, entry: BlockDevice, ctx: RequestContext): Promise<void> {
+    const c = this.c;
+    if (entry.volume_id) await c.driver.detachVolume(rec, entry.volume_id).catch(() => undefined);
+    if (entry.attachment_id) await this.o.cinder.forRequest(ctx).deleteAttachment(entry.attachment_id).catch((e: unknown) => c.log.warn({ instance: rec.uuid, attachment: entry.attachment_id, reason: reason(e) }, 'could not delete the attachment of a failed attach'));
+    rec.block_devices = (rec.block_devices ?? []).filter((b) => b.volume_id !== entry.volume_id);
+    await c.save(rec);
+    if (entry.id !== null) await c.controlPlane.destroyBlockDevice(rec.uuid, entry.id, ctx);
+  }
+
+  private async fail<E extends Error>(rec: InstanceRecord, step: FlowStep, err: E, ctx: RequestContext): Promise<E> {
+    const fault = `${step === 'volume_attach.error' ? 'volume attach' : 'volume detach'} failed: ${err.message}`;
+    rec.fault = fault;
+    await this.c.save(rec);
+    this.c.log.warn({ instance: rec.uuid, fault }, `${step.split('.')[0] ?? step} failed`);
+    await this.c.notify(rec, step, ctx, fault);
+    return err;
+  }
+}
