@@ -36,8 +36,9 @@ export const cinderSection = z.object({
     expected: 'an integer >= 0',
   }),
   timeout: option(float(0, true), {
-    help: 'Seconds a Cinder request may take before it is abandoned (and retried).',
-    default: '30',
+    help:
+      "Seconds a Cinder request may take before it is abandoned (and retried, except a POST that creates: a second one would make a second volume). nova's client waits without limit; a loaded Cinder API can take tens of seconds to answer a create.",
+    default: '120',
     expected: 'a number > 0 (seconds)',
   }),
 });
