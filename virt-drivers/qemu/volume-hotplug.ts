@@ -1,0 +1,161 @@
+/**
+ * Hot plug of Cinder RBD volumes into a running guest over QMP, and the stored definition kept in
+ * step so that a restart or live migration brings the same disks back.
+ *
+ * Attach: `object-add` the slot's secret (QEMU reads the key file itself, the key never passes
+ * through the agent), `blockdev-add` the rbd protocol node and the raw format node (the same
+ * properties as the command line, from `cmdline.ts`), `device_add` the virtio-blk device on the
+ * slot's root port (q35) or pci.0 address (pc); any failure removes what was added. Detach:
+ * `device_del`, the guest's `DEVICE_DELETED`, then the nodes and the secret; a guest that does not
+ * release the disk in time keeps it, and so does the definition. Extend: `block_resize`.
+ *
+ * It is not: the mapping and validation of connection_info (`volumes.ts`), the key files
+ * (`rbd-secrets.ts`), the boot-time command line (`cmdline.ts`), Cinder or os-brick work.
+ */
+import { DriverError } from '../errors';
+import type { AttachedVolume, InstanceRef } from '../types';
+import { volumeBlockdevs, volumeDevice, volumeIds } from './cmdline';
+import type { QemuHost } from './context';
+import { QmpCommandError } from './errors';
+import type { RbdVolumeDefinition } from './instance-files';
+import type { Managed } from './instances';
+import { settledInstance } from './lifecycle';
+import { DETACH_TIMEOUT_MS } from './nics';
+import { checkRbdSecrets } from './rbd-secrets';
+import { rbdSecretFile, rbdVolumeDefinition, VOLUME_SLOTS } from './volumes';
+
+/** A hot-plug step QEMU refused; what was added before it has been removed again. */
+export class VolumeHotplugError extends DriverError {
+  constructor(instance: string, volumeId: string, step: string, cause: unknown) {
+    const why = cause instanceof Error ? cause.message : String(cause);
+    super(`instance ${instance}: attaching volume ${volumeId} failed at ${step} (${why}); nothing of it is left in QEMU`, { cause });
+  }
+}
+
+/** Whether the instance's QEMU runs. */
+async function running(m: Managed): Promise<boolean> {
+  return m.vm !== undefined && (await m.vm.alive());
+}
+
+/** The lowest slot no volume of `volumes` uses. @throws DriverError when all are taken */
+function freeSlot(uuid: string, volumes: readonly RbdVolumeDefinition[]): number {
+  for (let slot = 0; slot < VOLUME_SLOTS; slot++) if (!volumes.some((v) => v.slot === slot)) return slot;
+  throw new DriverError(`instance ${uuid} has ${VOLUME_SLOTS} volumes already; no slot for another`);
+}
+
+/** Removal commands of an undo or a detach: errors are QEMU's (the object is gone already) or fatal. */
+async function quietly(m: Managed, command: string, args: Record<string, unknown>): Promise<void> {
+  await m.vm!.execute(command, args).catch((e: unknown) => {
+    if (!(e instanceof QmpCommandError)) throw e;
+  });
+}
+
+/** Adds the secret, nodes and device of `vol` to the running QEMU of `m`, all or nothing. */
+async function plugVolume(host: QemuHost, m: Managed, uuid: string, vol: RbdVolumeDefinition): Promise<void> {
+  const vm = m.vm!;
+  const ids = volumeIds(vol.slot);
+  const undo: Array<[string, Record<string, unknown>]> = [];
+  const step = async (name: string, command: string, args: Record<string, unknown>, remove?: [string, Record<string, unknown>]): Promise<void> => {
+    try {
+      await vm.execute(command, args);
+    } catch (e) {
+      for (const [c, a] of undo.reverse()) await quietly(m, c, a);
+      throw new VolumeHotplugError(uuid, vol.volumeId, name, e);
+    }
+    if (remove) undo.push(remove);
+  };
+  if (vol.secretUuid !== null) {
+    await step('object-add (secret)', 'object-add', { 'qom-type': 'secret', id: ids.secret, file: rbdSecretFile(host.opts.rbdSecretsDir, vol.secretUuid), format: 'base64' }, ['object-del', { id: ids.secret }]);
+  }
+  const [storage, format] = volumeBlockdevs(vol);
+  await step('blockdev-add (rbd)', 'blockdev-add', storage, ['blockdev-del', { 'node-name': ids.storage }]);
+  await step('blockdev-add (raw)', 'blockdev-add', format, ['blockdev-del', { 'node-name': ids.format }]);
+  // No bootindex: a hot-plugged volume is a data disk (nova gives boot volumes at spawn only).
+  await step('device_add', 'device_add', volumeDevice(m.rec.vm.machine, vol, undefined));
+}
+
+/** `VirtDriver.attachVolume`. */
+export async function attachVolume(host: QemuHost, ref: InstanceRef, volume: AttachedVolume): Promise<void> {
+  await host.table.withLock(ref.uuid, async () => {
+    const m = settledInstance(host, ref, 'attach a volume');
+    const volumes = m.rec.vm.volumes;
+    // Without a volume list a q35 guest has no volport root ports to plug into.
+    if (volumes === undefined) throw new DriverError(`instance ${ref.uuid} was created before volume support (no volume slots in its definition); cold-migrate or rebuild it to attach volumes`);
+    if (volumes.some((v) => v.volumeId === volume.volume_id)) return;
+    const vol = { ...rbdVolumeDefinition(ref.uuid, volume, freeSlot(ref.uuid, volumes)), bootIndex: null };
+    await checkRbdSecrets(ref.uuid, host.opts.rbdSecretsDir, [vol]);
+    const hot = await running(m);
+    if (hot) await plugVolume(host, m, ref.uuid, vol);
+    try {
+      await host.table.save(m, { vm: { ...m.rec.vm, volumes: [...volumes, vol] } });
+    } catch (e) {
+      // Not recorded: take it out of QEMU again so that the definition stays the truth.
+      if (hot) await unplugNodes(m, vol);
+      throw e;
+    }
+    host.log.info({ instance: ref.uuid, volume: vol.volumeId, slot: vol.slot, hot }, 'volume attached');
+  });
+}
+
+/** Removes the device-less nodes and secret of `vol` (after DEVICE_DELETED or a failed save). */
+async function unplugNodes(m: Managed, vol: RbdVolumeDefinition): Promise<void> {
+  const ids = volumeIds(vol.slot);
+  await quietly(m, 'device_del', { id: ids.device });
+  await quietly(m, 'blockdev-del', { 'node-name': ids.format });
+  await quietly(m, 'blockdev-del', { 'node-name': ids.storage });
+  if (vol.secretUuid !== null) await quietly(m, 'object-del', { id: ids.secret });
+}
+
+/** `VirtDriver.detachVolume`. */
+export async function detachVolume(host: QemuHost, ref: InstanceRef, volumeId: string, timeoutMs = DETACH_TIMEOUT_MS): Promise<void> {
+  await host.table.withLock(ref.uuid, async () => {
+    const m = settledInstance(host, ref, 'detach a volume');
+    const vol = m.rec.vm.volumes?.find((v) => v.volumeId === volumeId);
+    if (vol === undefined) return;
+    if (await running(m)) {
+      const vm = m.vm!;
+      const ids = volumeIds(vol.slot);
+      const qmp = await vm.qmp();
+      const deleted = qmp.waitEvent('DEVICE_DELETED', { timeoutMs, match: (e) => e.data.device === ids.device });
+      deleted.catch(() => undefined);
+      let present = true;
+      try {
+        await vm.execute('device_del', { id: ids.device });
+      } catch (e) {
+        // Already gone from the guest (an earlier detach whose DEVICE_DELETED came late): go on.
+        if (!(e instanceof QmpCommandError && e.errorClass === 'DeviceNotFound')) throw e;
+        present = false;
+      }
+      if (present) {
+        try {
+          await deleted;
+        } catch (e) {
+          throw new DriverError(`instance ${ref.uuid}: the guest did not release volume ${volumeId} (${ids.device}) within ${timeoutMs} ms; it stays attached`, { cause: e });
+        }
+      }
+      await quietly(m, 'blockdev-del', { 'node-name': ids.format });
+      await quietly(m, 'blockdev-del', { 'node-name': ids.storage });
+      if (vol.secretUuid !== null) await quietly(m, 'object-del', { id: ids.secret });
+    }
+    await host.table.save(m, { vm: { ...m.rec.vm, volumes: (m.rec.vm.volumes ?? []).filter((v) => v.volumeId !== volumeId) } });
+    host.log.info({ instance: ref.uuid, volume: volumeId, slot: vol.slot }, 'volume detached');
+  });
+}
+
+/** `VirtDriver.extendVolume`. */
+export async function extendVolume(host: QemuHost, ref: InstanceRef, volumeId: string, bytes: number): Promise<void> {
+  if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new DriverError(`instance ${ref.uuid}: volume ${volumeId} cannot be extended to ${bytes} bytes (a positive integer)`);
+  await host.table.withLock(ref.uuid, async () => {
+    const m = settledInstance(host, ref, 'extend a volume');
+    const vol = m.rec.vm.volumes?.find((v) => v.volumeId === volumeId);
+    if (vol === undefined) throw new DriverError(`instance ${ref.uuid} has no volume ${volumeId} attached; nothing to extend`);
+    // Stopped: librbd reads the image's new size when QEMU next opens it.
+    if (!(await running(m))) return;
+    try {
+      await m.vm!.execute('block_resize', { 'node-name': volumeIds(vol.slot).format, size: bytes });
+    } catch (e) {
+      throw new DriverError(`instance ${ref.uuid}: block_resize of volume ${volumeId} to ${bytes} bytes failed`, { cause: e });
+    }
+    host.log.info({ instance: ref.uuid, volume: volumeId, bytes }, 'volume extended');
+  });
+}
