@@ -111,3 +111,31 @@ export function initUptime(serialLog: string): number | undefined {
   const m = /^net-guest: init \S+ up ([\d.]+)s\r?$/m.exec(serialLog);
   return m ? Number(m[1]) : undefined;
 }
+
+/** One `net-guest: disk …` line: a virtio disk came, changed size, had its data block read or written, or went. */
+export type DiskEvent =
+  | { readonly disk: string; readonly kind: 'seen'; readonly serial: string; readonly bytes: number }
+  | { readonly disk: string; readonly kind: 'size'; readonly bytes: number }
+  | { readonly disk: string; readonly kind: 'read' | 'wrote'; readonly token: string }
+  | { readonly disk: string; readonly kind: 'gone' | 'small' | 'write failed' };
+
+const DISK = /^net-guest: disk (vd[a-z]+) (?:serial (\S+) size (\d+)|size (\d+)|(read|wrote) (\S+)|(gone|write failed)|has no data block \(too small\))\r?$/;
+
+/**
+ * Every disk line of a serial log, in order (docs/net-guest.md, "Disks"). `serial` is what virtio
+ * shows: a volume id cut to 20 characters, or `none`.
+ */
+export function diskEvents(consoleText: string): DiskEvent[] {
+  const out: DiskEvent[] = [];
+  for (const line of consoleText.split('\n')) {
+    const m = DISK.exec(line);
+    if (!m) continue;
+    const disk = m[1] as string;
+    if (m[2] !== undefined) out.push({ disk, kind: 'seen', serial: m[2], bytes: Number(m[3]) });
+    else if (m[4] !== undefined) out.push({ disk, kind: 'size', bytes: Number(m[4]) });
+    else if (m[5] !== undefined) out.push({ disk, kind: m[5] as 'read' | 'wrote', token: m[6] as string });
+    else if (m[7] !== undefined) out.push({ disk, kind: m[7] as 'gone' | 'write failed' });
+    else out.push({ disk, kind: 'small' });
+  }
+  return out;
+}

@@ -45,8 +45,9 @@ import { recoverInstances, type RecoveredInstance } from './recovery';
 /** What this driver can do, as nova's capability flags (the rest are false). */
 const CAPABILITIES: DriverCapabilities = {
   supports_attach_interface: true,
-  // Not yet COMPUTE_VOLUME_EXTEND: block_resize is unit-tested against a fake QMP only; the trait
-  // is a promise to the scheduler, made once a real guest has seen a volume grow.
+  // COMPUTE_VOLUME_EXTEND: a Linux guest sees an RBD volume grow after block_resize
+  // (test/integration/virt-drivers/qemu/rbd-volumes.test.ts).
+  supports_extend_volume: true,
   supports_image_type_qcow2: true,
   supports_image_type_raw: true,
 };
