@@ -19,6 +19,15 @@ export type { CloudReply, Service } from '../../bench/cloud-api';
 /** The file that says a test run brought the cloud in `cloudDir` up (and must take it down). */
 export const CLOUD_MARKER = (cloudDir: string): string => join(cloudDir, 'brought-up-by-tests');
 
+/** The fields of nova's server view the cloud tests read. */
+export interface ServerView {
+  readonly id: string;
+  readonly status: string;
+  readonly 'OS-EXT-SRV-ATTR:host': string | null;
+  readonly 'OS-EXT-STS:task_state': string | null;
+  readonly fault?: { readonly message: string };
+}
+
 export class SharedCloud extends CloudApi {
   private readonly probes: string[] = [];
 
@@ -58,6 +67,32 @@ export class SharedCloud extends CloudApi {
     } catch {
       return 0;
     }
+  }
+
+  /** nova's view of server `id` (microversion `microversion`); undefined once it is gone (404). */
+  async server<T extends ServerView = ServerView>(id: string, microversion?: string): Promise<T | undefined> {
+    const r = await this.call('nova', 'GET', `/servers/${id}`, undefined, microversion);
+    return r.status === 404 ? undefined : (r.body.server as T);
+  }
+
+  /**
+   * Server `id` once it is `status` with no task state. @throws Error at once when it goes to
+   * ERROR (with its fault), or after `ms` naming what it was last
+   */
+  async settled<T extends ServerView = ServerView>(id: string, status: string, ms = 300_000, microversion?: string): Promise<T> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const s = await this.server<T>(id, microversion);
+      if (s?.status === status && s['OS-EXT-STS:task_state'] === null) return s;
+      if (s?.status === 'ERROR' && status !== 'ERROR') throw new Error(`server ${id} went to ERROR: ${s.fault?.message ?? '(no fault)'}`);
+      if (Date.now() > deadline) throw new Error(`timed out waiting until server ${id} is ${status}: ${s?.status ?? 'gone'} task ${s?.['OS-EXT-STS:task_state'] ?? '-'}`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+
+  /** The last `lines` lines of server `id`'s console, through nova's API (os-getConsoleOutput). */
+  async consoleOf(id: string, lines = 50): Promise<string> {
+    return (await this.must<{ output: string }>('nova', 'POST', `/servers/${id}/action`, { 'os-getConsoleOutput': { length: lines } })).output;
   }
 
   /** A command in agent host `host`'s namespace, aimed at its Open vSwitch. */

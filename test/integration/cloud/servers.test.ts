@@ -26,7 +26,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tapName } from '../../../model/network';
-import { SharedCloud } from '../../helpers/cloud';
+import { SharedCloud, type ServerView } from '../../helpers/cloud';
 import { leases, pings } from '../../helpers/net-guest';
 import { neutronUnavailable } from '../../helpers/neutron-cloud';
 import { PING, PING_WHILE } from '../../helpers/neutron-stack';
@@ -49,13 +49,8 @@ interface Port {
   fixed_ips: Array<{ ip_address: string }>;
   'binding:host_id': string;
 }
-interface Server {
-  id: string;
-  status: string;
+interface Server extends ServerView {
   addresses: Record<string, Array<{ addr: string; 'OS-EXT-IPS-MAC:mac_addr'?: string }>>;
-  'OS-EXT-SRV-ATTR:host': string | null;
-  'OS-EXT-STS:task_state': string | null;
-  fault?: { message: string };
 }
 
 suite('servers on a Neutron tenant network through nova’s API (scripts/cloud)', () => {
@@ -67,13 +62,9 @@ suite('servers on a Neutron tenant network through nova’s API (scripts/cloud)'
   const servers: string[] = [];
   const probePorts: string[] = [];
 
-  const show = async (id: string): Promise<Server | undefined> => {
-    const r = await cloud.call('nova', 'GET', `/servers/${id}`);
-    return r.status === 404 ? undefined : (r.body.server as Server);
-  };
+  const show = (id: string): Promise<Server | undefined> => cloud.server<Server>(id);
   const portsOf = (id: string): Promise<Port[]> => cloud.must<Port[]>('neutron', 'GET', `/ports?device_id=${id}`, undefined, 'ports');
-  const consoleOf = async (id: string): Promise<string> =>
-    (await cloud.must<{ output: string }>('nova', 'POST', `/servers/${id}/action`, { 'os-getConsoleOutput': { length: 50 } })).output;
+  const consoleOf = (id: string): Promise<string> => cloud.consoleOf(id);
   const ping = (ns: string, address: string, count: number): number =>
     Number(execFileSync('ip', ['netns', 'exec', ns, 'python3', '-c', PING, address, String(count)], { encoding: 'utf8' }).trim());
   const nsLinks = (host: string): string => execFileSync('ip', ['-n', `ca-${host}`, '-o', 'link', 'show'], { encoding: 'utf8' });
@@ -88,16 +79,7 @@ suite('servers on a Neutron tenant network through nova’s API (scripts/cloud)'
   }
 
   /** Waits until the server is `status` with no task; an ERROR fails at once with its fault. */
-  async function settled(id: string, status: string, ms = 300_000): Promise<Server> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const s = await show(id);
-      if (s?.status === status && s['OS-EXT-STS:task_state'] === null) return s;
-      if (s?.status === 'ERROR') throw new Error(`server ${id} went to ERROR: ${s.fault?.message ?? '(no fault)'}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting until server ${id} is ${status}: ${s?.status ?? 'gone'} task ${s?.['OS-EXT-STS:task_state'] ?? '-'}`);
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
+  const settled = (id: string, status: string, ms?: number): Promise<Server> => cloud.settled<Server>(id, status, ms);
 
   /** A probe namespace on `host` with a port on the network; its namespace. */
   async function probeOn(host: string): Promise<string> {
