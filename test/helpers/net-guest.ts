@@ -117,9 +117,14 @@ export type DiskEvent =
   | { readonly disk: string; readonly kind: 'seen'; readonly serial: string; readonly bytes: number }
   | { readonly disk: string; readonly kind: 'size'; readonly bytes: number }
   | { readonly disk: string; readonly kind: 'read' | 'wrote'; readonly token: string }
-  | { readonly disk: string; readonly kind: 'gone' | 'small' | 'write failed' };
+  | { readonly disk: string; readonly kind: 'gone' | 'small' | 'write failed' }
+  /** Every tenth sequence number written, each read back from the disk before the next. */
+  | { readonly disk: string; readonly kind: 'seq'; readonly seq: number }
+  /** The disk did not hold the number the guest wrote the second before. */
+  | { readonly disk: string; readonly kind: 'seq lost'; readonly wrote: number; readonly read: number };
 
-const DISK = /^net-guest: disk (vd[a-z]+) (?:serial (\S+) size (\d+)|size (\d+)|(read|wrote) (\S+)|(gone|write failed)|has no data block \(too small\))\r?$/;
+const DISK =
+  /^net-guest: disk (vd[a-z]+) (?:serial (\S+) size (\d+)|size (\d+)|(read|wrote) (\S+)|(gone|write failed)|has no data block \(too small\)|seq (\d+)|seq lost: wrote (\d+) read (\d+))\r?$/;
 
 /**
  * Every disk line of a serial log, in order (docs/net-guest.md, "Disks"). `serial` is what virtio
@@ -135,6 +140,8 @@ export function diskEvents(consoleText: string): DiskEvent[] {
     else if (m[4] !== undefined) out.push({ disk, kind: 'size', bytes: Number(m[4]) });
     else if (m[5] !== undefined) out.push({ disk, kind: m[5] as 'read' | 'wrote', token: m[6] as string });
     else if (m[7] !== undefined) out.push({ disk, kind: m[7] as 'gone' | 'write failed' });
+    else if (m[8] !== undefined) out.push({ disk, kind: 'seq', seq: Number(m[8]) });
+    else if (m[9] !== undefined) out.push({ disk, kind: 'seq lost', wrote: Number(m[9]), read: Number(m[10]) });
     else out.push({ disk, kind: 'small' });
   }
   return out;

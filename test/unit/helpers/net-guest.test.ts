@@ -42,6 +42,9 @@ describe('net guest console lines', () => {
       'net-guest: disk vdc size 209715200',
       'net-guest: disk vdc write failed',
       'net-guest: disk vdc gone',
+      'net-guest: disk vdb seq 90',
+      'net-guest: disk vdb seq lost: wrote 100 read 3\r',
+      'net-guest: disk vdb seq',
       'net-guest: disk sda gone',
       'net-guest: disk vdc size',
       'net-guest: disk vdc read',
@@ -56,6 +59,8 @@ describe('net guest console lines', () => {
       { disk: 'vdc', kind: 'size', bytes: 209715200 },
       { disk: 'vdc', kind: 'write failed' },
       { disk: 'vdc', kind: 'gone' },
+      { disk: 'vdb', kind: 'seq', seq: 90 },
+      { disk: 'vdb', kind: 'seq lost', wrote: 100, read: 3 },
     ]);
     expect(diskEvents(console)).toEqual([]);
   });
