@@ -12,6 +12,7 @@ import type { CinderApi, CinderAttachment, CinderVolume, VolumeConnector, Volume
 import { CinderConflictError, CinderNotFoundError, CinderUnavailableError } from '../../agent/volume/errors';
 import type { CinderClients } from '../../agent/volume/factory';
 import type { RequestContext } from '../../agent/compute/ports';
+import { cinderRbdConnectionInfo } from './cinder-rbd-connection-info';
 
 export interface FakeVolume {
   id: string;
@@ -74,23 +75,7 @@ export class FakeCinder implements CinderApi {
   }
 
   private attView(a: FakeAttachment): CinderAttachment {
-    const info = a.connector
-      ? {
-          driver_volume_type: 'rbd',
-          name: `volumes/volume-${a.volume_id}`,
-          hosts: ['127.0.0.1'],
-          ports: ['3301'],
-          cluster_name: 'ceph',
-          auth_enabled: true,
-          auth_username: 'cinder',
-          secret_type: 'ceph',
-          secret_uuid: '5b7c0a52-7f0e-4c0a-9d57-0c3f7c5a1e11',
-          volume_id: a.volume_id,
-          discard: true,
-          access_mode: 'rw',
-          attachment_id: a.id,
-        }
-      : {};
+    const info = a.connector ? cinderRbdConnectionInfo(a.volume_id, { attachmentId: a.id, enforceMultipath: a.connector.enforce_multipath }) : {};
     return { id: a.id, status: a.status, volume_id: a.volume_id, instance: a.instance, attach_mode: 'rw', connection_info: info };
   }
 
@@ -119,8 +104,13 @@ export class FakeCinder implements CinderApi {
   createAttachment(volumeId: string, instanceUuid: string, connector: VolumeConnector | null): Promise<CinderAttachment> {
     this.gate(`POST attachment ${volumeId}`);
     const v = this.vol(volumeId);
-    if (v.status !== 'available') throw new CinderConflictError('POST /v3/attachments', `: volume is ${v.status}`);
+    // Cinder's _attachment_reserve: a volume not available takes another attachment only for the
+    // instance it is attached to already (a move's), and keeps its status then.
+    const sameInstance = [...this.attachments.values()].some((x) => x.volume_id === volumeId && x.instance === instanceUuid);
+    if (v.status !== 'available' && !sameInstance) throw new CinderConflictError('POST /v3/attachments', `: volume is ${v.status}`);
+    const status = v.status;
     const a = this.reserve(volumeId, instanceUuid);
+    if (sameInstance) v.status = status;
     if (connector) Object.assign(a, { connector, status: 'attaching' });
     return Promise.resolve(this.attView(a));
   }
@@ -168,7 +158,10 @@ export class FakeCinder implements CinderApi {
     if (!a) return Promise.resolve(false);
     this.attachments.delete(id);
     const v = this.volumes.get(a.volume_id);
-    if (v && ![...this.attachments.values()].some((x) => x.volume_id === v.id)) v.status = 'available';
+    const left = [...this.attachments.values()].filter((x) => x.volume_id === a.volume_id);
+    if (v && left.length === 0) v.status = 'available';
+    // As Cinder's volume_detached: in-use while an attachment is attached, reserved while the others only hold it.
+    else if (v && v.status !== 'detaching') v.status = left.some((x) => x.status === 'attached') ? 'in-use' : 'reserved';
     return Promise.resolve(true);
   }
 }

@@ -197,3 +197,65 @@ export class VolumeSecretError extends DriverError {
     this.name = 'VolumeSecretError';
   }
 }
+
+/** Why `cause` happened, in its own words. */
+function said(cause: unknown): string {
+  return cause instanceof Error ? cause.message : String(cause);
+}
+
+/**
+ * Taking a volume's device out of a running guest failed before the guest could answer: QEMU
+ * refused `device_del` (anything but "no such device"), or the monitor went away meanwhile. The
+ * disk stays in the guest, its nodes in QEMU.
+ */
+export class VolumeUnplugError extends DriverError {
+  constructor(
+    readonly instance: string,
+    readonly volume: string,
+    readonly device: string,
+    cause: unknown,
+  ) {
+    super(`instance ${instance}: unplugging volume ${volume} (${device}) failed: ${said(cause)}; it stays attached`, { cause });
+    this.name = 'VolumeUnplugError';
+  }
+}
+
+/**
+ * QEMU took `device_del` but the guest did not release the disk (no `DEVICE_DELETED`) within the
+ * timeout: it still uses it, so its nodes and secret stay in QEMU. It may let go later (then a
+ * detach again finishes the job).
+ */
+export class VolumeReleaseTimeoutError extends DriverError {
+  constructor(
+    readonly instance: string,
+    readonly volume: string,
+    readonly device: string,
+    readonly timeoutMs: number,
+    options?: { cause?: unknown },
+  ) {
+    super(`instance ${instance}: the guest did not release volume ${volume} (${device}) within ${timeoutMs} ms; it stays attached`, options);
+    this.name = 'VolumeReleaseTimeoutError';
+  }
+}
+
+/**
+ * A hot-plugged volume could not be recorded in the instance's definition (`cause`), and taking it
+ * out of the guest again failed too (`undoError`): the guest has a disk that neither the
+ * definition nor, once the caller gives the attachment up, Cinder knows of. An operator has to
+ * detach it in the guest or restart the instance (a restart drops it: QEMU starts from the definition).
+ */
+export class VolumeAttachUndoError extends DriverError {
+  constructor(
+    readonly instance: string,
+    readonly volume: string,
+    readonly device: string,
+    cause: unknown,
+    readonly undoError: unknown,
+  ) {
+    super(
+      `instance ${instance}: volume ${volume} was plugged but its definition could not be saved (${said(cause)}), and unplugging it again failed (${said(undoError)}); device ${device} is in the guest but not recorded until the guest releases it or the instance restarts`,
+      { cause },
+    );
+    this.name = 'VolumeAttachUndoError';
+  }
+}

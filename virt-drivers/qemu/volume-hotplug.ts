@@ -5,9 +5,11 @@
  * Attach: `object-add` the slot's secret (QEMU reads the key file itself, the key never passes
  * through the agent), `blockdev-add` the rbd protocol node and the raw format node (the same
  * properties as the command line, from `cmdline.ts`), `device_add` the virtio-blk device on the
- * slot's root port (q35) or pci.0 address (pc); any failure removes what was added. Detach:
- * `device_del`, the guest's `DEVICE_DELETED`, then the nodes and the secret; a guest that does not
- * release the disk in time keeps it, and so does the definition. Extend: `block_resize`.
+ * slot's root port (q35) or pci.0 address (pc); any failure removes what was added, and a
+ * definition that cannot be saved takes the plugged disk out again the way a detach does. Detach:
+ * `device_del`, the guest's `DEVICE_DELETED`, then the nodes and the secret (QEMU refuses to delete
+ * a node a device still uses); a guest that does not release the disk in time keeps it, and so
+ * does the definition. Extend: `block_resize`.
  *
  * It is not: the mapping and validation of connection_info (`volumes.ts`), the key files
  * (`rbd-secrets.ts`), the boot-time command line (`cmdline.ts`), Cinder or os-brick work.
@@ -16,7 +18,7 @@ import { DriverError } from '../errors';
 import type { AttachedVolume, InstanceRef } from '../types';
 import { volumeBlockdevs, volumeDevice, volumeIds } from './cmdline';
 import type { QemuHost } from './context';
-import { QmpCommandError } from './errors';
+import { QmpCommandError, QmpTimeoutError, VolumeAttachUndoError, VolumeReleaseTimeoutError, VolumeUnplugError } from './errors';
 import type { RbdVolumeDefinition } from './instance-files';
 import type { Managed } from './instances';
 import { settledInstance } from './lifecycle';
@@ -74,8 +76,13 @@ async function plugVolume(host: QemuHost, m: Managed, uuid: string, vol: RbdVolu
   await step('device_add', 'device_add', volumeDevice(m.rec.vm.machine, vol, undefined));
 }
 
-/** `VirtDriver.attachVolume`. */
-export async function attachVolume(host: QemuHost, ref: InstanceRef, volume: AttachedVolume): Promise<void> {
+/**
+ * `VirtDriver.attachVolume`. `releaseTimeoutMs` bounds the wait for the guest when a definition
+ * that cannot be saved makes it take the disk out again.
+ * @throws VolumeHotplugError (nothing is left), the save's error (the disk was taken out again),
+ * VolumeAttachUndoError (the disk stays in the guest, unrecorded)
+ */
+export async function attachVolume(host: QemuHost, ref: InstanceRef, volume: AttachedVolume, releaseTimeoutMs = DETACH_TIMEOUT_MS): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const m = settledInstance(host, ref, 'attach a volume');
     const volumes = m.rec.vm.volumes;
@@ -90,52 +97,74 @@ export async function attachVolume(host: QemuHost, ref: InstanceRef, volume: Att
       await host.table.save(m, { vm: { ...m.rec.vm, volumes: [...volumes, vol] } });
     } catch (e) {
       // Not recorded: take it out of QEMU again so that the definition stays the truth.
-      if (hot) await unplugNodes(m, vol);
+      if (hot) await unplugUnrecorded(host, m, ref.uuid, vol, releaseTimeoutMs, e);
       throw e;
     }
     host.log.info({ instance: ref.uuid, volume: vol.volumeId, slot: vol.slot, hot }, 'volume attached');
   });
 }
 
-/** Removes the device-less nodes and secret of `vol` (after DEVICE_DELETED or a failed save). */
-async function unplugNodes(m: Managed, vol: RbdVolumeDefinition): Promise<void> {
+/**
+ * Takes the device of `vol` out of the guest: `device_del`, then the guest's `DEVICE_DELETED`
+ * within `timeoutMs`. A device QEMU no longer has counts as released (an earlier detach whose
+ * event came late). Detach and the undo of an unrecorded attach share it.
+ * @throws VolumeUnplugError, VolumeReleaseTimeoutError
+ */
+async function unplugDevice(m: Managed, uuid: string, vol: RbdVolumeDefinition, timeoutMs: number): Promise<void> {
+  const vm = m.vm!;
+  const device = volumeIds(vol.slot).device;
+  let deleted: Promise<unknown> = Promise.resolve();
+  try {
+    // Armed before device_del: the event can come in the same read as the command's answer.
+    deleted = (await vm.qmp()).waitEvent('DEVICE_DELETED', { timeoutMs, match: (e) => e.data.device === device });
+    deleted.catch(() => undefined);
+    await vm.execute('device_del', { id: device });
+  } catch (e) {
+    if (e instanceof QmpCommandError && e.errorClass === 'DeviceNotFound') return;
+    throw new VolumeUnplugError(uuid, vol.volumeId, device, e);
+  }
+  try {
+    await deleted;
+  } catch (e) {
+    if (e instanceof QmpTimeoutError) throw new VolumeReleaseTimeoutError(uuid, vol.volumeId, device, timeoutMs, { cause: e });
+    throw new VolumeUnplugError(uuid, vol.volumeId, device, e);
+  }
+}
+
+/** Removes the nodes and secret of `vol`, once no device uses them. */
+async function removeNodes(m: Managed, vol: RbdVolumeDefinition): Promise<void> {
   const ids = volumeIds(vol.slot);
-  await quietly(m, 'device_del', { id: ids.device });
   await quietly(m, 'blockdev-del', { 'node-name': ids.format });
   await quietly(m, 'blockdev-del', { 'node-name': ids.storage });
   if (vol.secretUuid !== null) await quietly(m, 'object-del', { id: ids.secret });
 }
 
-/** `VirtDriver.detachVolume`. */
+/**
+ * Takes `vol`, plugged but not recorded (`saveError`), out of QEMU again.
+ * @throws VolumeAttachUndoError when the guest keeps it (its nodes stay: the device uses them)
+ */
+async function unplugUnrecorded(host: QemuHost, m: Managed, uuid: string, vol: RbdVolumeDefinition, timeoutMs: number, saveError: unknown): Promise<void> {
+  const device = volumeIds(vol.slot).device;
+  try {
+    await unplugDevice(m, uuid, vol, timeoutMs);
+  } catch (e) {
+    const err = new VolumeAttachUndoError(uuid, vol.volumeId, device, saveError, e);
+    host.log.error({ instance: uuid, volume: vol.volumeId, device, err: err.message }, 'volume plugged but not recorded, and the guest keeps it');
+    throw err;
+  }
+  await removeNodes(m, vol);
+  host.log.warn({ instance: uuid, volume: vol.volumeId, device, err: saveError instanceof Error ? saveError.message : String(saveError) }, 'volume unplugged again: its definition could not be saved');
+}
+
+/** `VirtDriver.detachVolume`. @throws VolumeUnplugError, VolumeReleaseTimeoutError (the volume stays attached) */
 export async function detachVolume(host: QemuHost, ref: InstanceRef, volumeId: string, timeoutMs = DETACH_TIMEOUT_MS): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const m = settledInstance(host, ref, 'detach a volume');
     const vol = m.rec.vm.volumes?.find((v) => v.volumeId === volumeId);
     if (vol === undefined) return;
     if (await running(m)) {
-      const vm = m.vm!;
-      const ids = volumeIds(vol.slot);
-      const qmp = await vm.qmp();
-      const deleted = qmp.waitEvent('DEVICE_DELETED', { timeoutMs, match: (e) => e.data.device === ids.device });
-      deleted.catch(() => undefined);
-      let present = true;
-      try {
-        await vm.execute('device_del', { id: ids.device });
-      } catch (e) {
-        // Already gone from the guest (an earlier detach whose DEVICE_DELETED came late): go on.
-        if (!(e instanceof QmpCommandError && e.errorClass === 'DeviceNotFound')) throw e;
-        present = false;
-      }
-      if (present) {
-        try {
-          await deleted;
-        } catch (e) {
-          throw new DriverError(`instance ${ref.uuid}: the guest did not release volume ${volumeId} (${ids.device}) within ${timeoutMs} ms; it stays attached`, { cause: e });
-        }
-      }
-      await quietly(m, 'blockdev-del', { 'node-name': ids.format });
-      await quietly(m, 'blockdev-del', { 'node-name': ids.storage });
-      if (vol.secretUuid !== null) await quietly(m, 'object-del', { id: ids.secret });
+      await unplugDevice(m, ref.uuid, vol, timeoutMs);
+      await removeNodes(m, vol);
     }
     await host.table.save(m, { vm: { ...m.rec.vm, volumes: (m.rec.vm.volumes ?? []).filter((v) => v.volumeId !== volumeId) } });
     host.log.info({ instance: ref.uuid, volume: volumeId, slot: vol.slot }, 'volume detached');

@@ -1,12 +1,14 @@
 // The Cinder client over the real HTTP transport, against nock: the routes, microversion and
 // tokens it sends (the user's, and nova's service token that Cinder requires to delete an in-use
-// attachment), the bodies as Cinder 2025.1 answers them (read off scripts/cinder-stack), which
-// failures it retries (and which not), and how each status is classified.
+// attachment), the bodies as Cinder 2025.1 answers them (the connection info from
+// test/helpers/cinder-rbd-connection-info.ts), which failures it retries (and which not), and how
+// each status is classified.
 import nock from 'nock';
 import type { Clock } from '../../../../lib/clock';
 import type { AuthProvider } from '../../../../tracker/placement/auth';
 import { NodeHttpTransport } from '../../../../tracker/placement/transport';
 import { CinderHttpClient, cinderRoute } from '../../../../agent/volume/cinder-http';
+import { cinderRbdConnectionInfo } from '../../../helpers/cinder-rbd-connection-info';
 import { CinderAuthError, CinderConflictError, CinderError, CinderNotFoundError, CinderRefusedError, CinderResponseError, CinderUnavailableError } from '../../../../agent/volume/errors';
 
 const BASE = 'http://cinder.test:8776/v3';
@@ -47,7 +49,7 @@ function client(o: { service?: boolean; retries?: number } = {}): { c: CinderHtt
   return { c, user, answers };
 }
 
-/** Cinder 2025.1's attachment answer with the RBD back end (scripts/cinder-stack). */
+/** Cinder 2025.1's attachment answer with the RBD back end (the shared connection info fixture). */
 const rbdAttachment = {
   attachment: {
     id: ATT,
@@ -57,21 +59,7 @@ const rbdAttachment = {
     attached_at: '',
     detached_at: '',
     attach_mode: 'rw',
-    connection_info: {
-      name: `volumes/volume-${VOL}`,
-      hosts: ['127.0.0.1'],
-      ports: ['3301'],
-      cluster_name: 'ceph',
-      auth_enabled: true,
-      auth_username: 'cinder',
-      secret_type: 'ceph',
-      secret_uuid: '95c21d3e-e164-4ab4-970a-c1b37166445c',
-      volume_id: VOL,
-      discard: true,
-      access_mode: 'rw',
-      driver_volume_type: 'rbd',
-      attachment_id: ATT,
-    },
+    connection_info: cinderRbdConnectionInfo(VOL, { attachmentId: ATT }),
   },
 };
 
@@ -85,6 +73,8 @@ describe('CinderHttpClient: what it sends', () => {
       .reply(200, rbdAttachment);
     const a = await c.createAttachment(VOL, VM, CONNECTOR, 'rw');
     expect(a).toMatchObject({ id: ATT, status: 'reserved', volume_id: VOL, instance: VM, attach_mode: 'rw' });
+    // Handed on whole and flat: the compute manager nests it as nova does, not the client.
+    expect(a.connection_info).toEqual(cinderRbdConnectionInfo(VOL, { attachmentId: ATT }));
     expect(a.connection_info).toMatchObject({ driver_volume_type: 'rbd', name: `volumes/volume-${VOL}`, auth_username: 'cinder' });
   });
 

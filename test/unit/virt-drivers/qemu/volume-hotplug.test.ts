@@ -1,23 +1,25 @@
 // Volume hot plug over QMP with QEMU replaced by a fake that records commands: the attach sequence
 // (secret, rbd node, raw node, device) and its undo when a step fails, detach waiting for
 // DEVICE_DELETED (and leaving everything as it was when the guest never answers), extend's
-// block_resize, stopped instances (definition only), idempotence and old definitions.
+// block_resize, stopped instances (definition only), idempotence and old definitions. The unplug
+// against a monitor that keeps QEMU's state is volume-unplug.test.ts.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { silentLogger } from '../../../../lib/logging/logger';
 import { DriverError } from '../../../../virt-drivers/errors';
 import type { QemuHost } from '../../../../virt-drivers/qemu/context';
-import { QmpCommandError } from '../../../../virt-drivers/qemu/errors';
+import { QmpCommandError, QmpTimeoutError, VolumeReleaseTimeoutError } from '../../../../virt-drivers/qemu/errors';
 import type { RbdVolumeDefinition, VmDefinition } from '../../../../virt-drivers/qemu/instance-files';
 import type { Managed } from '../../../../virt-drivers/qemu/instances';
 import { attachVolume, detachVolume, extendVolume } from '../../../../virt-drivers/qemu/volume-hotplug';
 import { rbdVolumeDefinition } from '../../../../virt-drivers/qemu/volumes';
+import { RBD_SECRET_UUID } from '../../../helpers/cinder-rbd-connection-info';
 import { rbdVolume } from '../../../helpers/rbd-volume';
 
 const UUID = '9a1ce000-0000-4000-8000-0000000000a1';
 const VOL = '0d1a4c4e-2222-4222-8222-222222222222';
-const SECRET = '5b6e1a2c-7f3d-4a8e-9c01-2d3e4f5a6b7c';
+const SECRET = RBD_SECRET_UUID;
 const ref = { uuid: UUID, name: 'n' };
 
 interface Fake { host: QemuHost; m: Managed; calls: Array<[string, unknown]>; saved: number }
@@ -33,7 +35,7 @@ function fake(dir: string, opts: { running: boolean; volumes?: RbdVolumeDefiniti
       return {};
     },
     qmp: async () => ({
-      waitEvent: (_name: string, o: { timeoutMs: number }) => (opts.ack === false ? new Promise((_, reject) => setTimeout(() => reject(new Error('timed out')), o.timeoutMs)) : Promise.resolve({ event: 'DEVICE_DELETED', data: {} })),
+      waitEvent: (_name: string, o: { timeoutMs: number }) => (opts.ack === false ? new Promise((_, reject) => setTimeout(() => reject(new QmpTimeoutError('event DEVICE_DELETED', o.timeoutMs)), o.timeoutMs)) : Promise.resolve({ event: 'DEVICE_DELETED', data: {} })),
     }),
   };
   const def = { machine: opts.machine ?? 'q35', ...(opts.volumes ? { volumes: opts.volumes } : {}) } as unknown as VmDefinition;
@@ -120,9 +122,11 @@ describe('qemu volume hot plug', () => {
     expect(f.calls).toHaveLength(4);
   });
 
-  test('detach a guest never acknowledges: DriverError, nodes and definition kept', async () => {
+  test('detach a guest never acknowledges: VolumeReleaseTimeoutError, nodes and definition kept', async () => {
     const f = fake(dir, { running: true, volumes: [rbdVolumeDefinition(UUID, rbdVolume(VOL), 0)], ack: false });
-    await expect(detachVolume(f.host, ref, VOL, 50)).rejects.toThrow(/did not release volume .* it stays attached/);
+    const err = detachVolume(f.host, ref, VOL, 50);
+    await expect(err).rejects.toBeInstanceOf(VolumeReleaseTimeoutError);
+    await expect(err).rejects.toThrow(/did not release volume .* it stays attached/);
     expect(f.calls.map(([c]) => c)).toEqual(['device_del']);
     expect(f.saved).toBe(0);
     expect(f.m.rec.vm.volumes).toHaveLength(1);
