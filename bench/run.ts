@@ -15,6 +15,7 @@ import { runNetworkBootBench } from './network-boot';
 import { runPlacementSyncBench } from './placement-sync';
 import { withBenchTable } from './readme';
 import { runRpcBench } from './rpc';
+import { runVolumesBench } from './volumes';
 
 /** The discovery benchmark's result as table rows. */
 async function discoveryScenario(opts: BenchOptions): Promise<BenchResult> {
@@ -43,6 +44,7 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
   'hostile-input': runHostileInputBench,
   fleet: runFleetBench,
   'network-boot': runNetworkBootBench,
+  volumes: runVolumesBench,
 };
 
 async function main(): Promise<void> {
