@@ -93,6 +93,13 @@ export interface MigrationRecord {
   /** Opaque handoffs between the two drivers (disk info, live-migration data). */
   disk_info?: string;
   migrate_data?: Readonly<Record<string, string | number | boolean | null>>;
+  /**
+   * Volume id -> the attachment this host's step of the move replaced (nova's
+   * `old_vol_attachment_ids`), recorded with the new one before anything else happens to either:
+   * a cold move's connector-less replacement (the old one deleted next), or a live migration
+   * destination's attachment with its own connector (the old one the source's until the end).
+   */
+  old_attachment_ids?: Record<string, string | null>;
 }
 
 export interface InstanceRecord {

@@ -38,6 +38,8 @@ export function arrivingRecord(c: Pick<FlowContext, 'host' | 'now'>, inst: Decod
  * Puts a move's claim on this (destination) host in place (`ClaimService.claimMoveDestination`:
  * verify the scheduler's claim, or claim and swap in one write) and records it on `rec` and its
  * migration. Resolves to true when it swapped, which the caller undoes if the move fails.
+ * `bootsFromVolume`: the instance nova sent has an empty image_ref (nova's mark of a server booted
+ * from a volume, `compute_utils.is_volume_backed_instance`).
  * @throws what `ClaimService.claimMoveDestination` throws
  */
 export async function claimMoveDestination(
@@ -47,8 +49,12 @@ export async function claimMoveDestination(
   flavor: Flavor,
   ctx: RequestContext,
   resuming = false,
+  bootsFromVolume = false,
 ): Promise<boolean> {
-  const claim = await c.claims.claimMoveDestination(rec.uuid, migration.uuid, flavor, {
+  // A server booted from a volume has no root disk on any host: nova's scheduler claims no root
+  // DISK_GB for it (RequestSpec.is_bfv), and neither did its build.
+  const claimed = bootsFromVolume ? { ...flavor, root_gb: 0 } : flavor;
+  const claim = await c.claims.claimMoveDestination(rec.uuid, migration.uuid, claimed, {
     schedulerClaimed: c.controlPlane.schedulerClaims,
     resuming,
     requestId: placementRequestId(ctx),

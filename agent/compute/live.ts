@@ -13,6 +13,12 @@
  * Ports move with it through Neutron's port bindings (`agent/network/live-bindings.ts`): the
  * destination plugs its (inactive) binding's VIFs before QEMU starts there; once the guest runs
  * there the source activates that binding, unplugs its own VIFs and, last, deletes its binding.
+ *
+ * Volumes move with it through Cinder attachments (`volume-moves.ts`): the source names its
+ * mappings in pre_live_migration (`bdms`); the destination makes an attachment with its own
+ * connector for each and gives the incoming guest those connections; once the guest runs there
+ * the source deletes its attachments and the destination completes its own and writes them into
+ * nova's mappings; a rollback deletes the destination's. No volume is copied (both hosts open it).
  */
 import { MigrationPreCheckError } from '../../virt-drivers/errors';
 import { movesWithPortsRefused } from '../network/errors';
@@ -27,6 +33,8 @@ import { crashPoint } from '../crash-points';
 import { placementRequestId, type RequestContext } from './ports';
 import { arrivingRecord, claimMoveDestination, instanceSpec, revertSwapOrLog } from './flow-steps';
 import { arrival, check, failureOf, stateAfter, transition } from './transitions';
+import type { BlockDevice } from '../../model/block-device';
+import { VolumeMoves } from './volume-moves';
 
 export type LiveContext = Pick<
   FlowContext,
@@ -36,10 +44,14 @@ export type LiveContext = Pick<
 /** The network steps a live migration takes (`NetworkFlows`). */
 export type LiveNetworking = Pick<NetworkFlows, 'movesPorts' | 'liveArrive' | 'liveActivate' | 'liveSettle' | 'liveAbandon' | 'dropBindings'>;
 
+/** The volume steps a live migration takes (`VolumeMoves`). */
+export type LiveVolumes = Pick<VolumeMoves, 'liveArrive' | 'liveSettle' | 'liveAbandon' | 'liveLeave'>;
+
 export class LiveFlows {
   constructor(
     private readonly c: LiveContext,
     private readonly net: LiveNetworking,
+    private readonly volumes: LiveVolumes,
   ) {}
 
   /** Destination: claim, swap, check, and ask the source; returns the migrate data, in the control plane's form. */
@@ -78,7 +90,7 @@ export class LiveFlows {
       const migration = rec.migration as MigrationRecord;
       let swapped = false;
       try {
-        swapped = await claimMoveDestination(c, rec, migration, flavor, ctx);
+        swapped = await claimMoveDestination(c, rec, migration, flavor, ctx, false, inst.image_ref === '');
         await c.save(rec);
         crashPoint('live.check.claimed');
         await c.notify(rec, 'live_migration_check.dest', ctx);
@@ -153,7 +165,8 @@ export class LiveFlows {
         try {
           // The instance with its ports: the destination binds them and plugs what its binding says.
           const instance = withNetworkInfo(c.controlPlane.instanceArg(rec), rec.network_info ?? []);
-          const pre = await c.peers.call<LiveMigrateData>(dest.host, 'pre_live_migration', { instance, migrate_data: migration.migrate_data ?? data }, ctx, c.callTimeoutMs);
+          const args = { instance, migrate_data: migration.migrate_data ?? data, ...VolumeMoves.bdmsArg(rec) };
+          const pre = await c.peers.call<LiveMigrateData>(dest.host, 'pre_live_migration', args, ctx, c.callTimeoutMs);
           migration.status = 'running';
           migration.migrate_data = pre;
           await c.save(rec);
@@ -173,6 +186,7 @@ export class LiveFlows {
         c.log.error({ instance: uuid, host: dest.host, reason: (e as Error).message }, 'could not activate the ports\' bindings on the destination; the guest runs there, its ports may stay bound here until Neutron is fixed'),
       );
       await c.driver.postLiveMigration(rec, migration.migrate_data ?? data).catch(() => undefined);
+      await this.volumes.liveLeave(rec, ctx);
       if (rec.network_info?.length) await c.driver.unplugVifs(rec, rec.network_info).catch((e: unknown) => c.log.warn({ instance: uuid, reason: (e as Error).message }, 'could not unplug the source VIFs'));
       // The guest runs at the destination now, so nothing can go back: a destination that does not
       // answer (it died mid-call) finishes the request from its journal when it starts again. A
@@ -212,11 +226,12 @@ export class LiveFlows {
   }
 
   /**
-   * Destination: bind the instance's ports here and start the incoming VM with their VIFs. The
-   * data this host answered the check with comes first: a control plane in between (nova's
-   * conductor) passes on only the fields its own object has.
+   * Destination: bind the instance's ports here, attach its volumes (`bdms`, the source's
+   * mappings) with this host's connector, and start the incoming VM with their VIFs and
+   * connections. The data this host answered the check with comes first: a control plane in
+   * between (nova's conductor) passes on only the fields its own object has.
    */
-  preLiveMigration(instance: InstanceWithPorts, data: LiveMigrateData): Promise<LiveMigrateData> {
+  preLiveMigration(instance: InstanceWithPorts, data: LiveMigrateData, ctx: RequestContext = {}, bdms: readonly BlockDevice[] | null = null): Promise<LiveMigrateData> {
     const c = this.c;
     const uuid = instance.uuid;
     return c.locks.with(uuid, async () => {
@@ -228,9 +243,11 @@ export class LiveFlows {
       crashPoint('live.dest.prepared');
       await this.net.liveArrive(rec, instance.port_ids, instance.preserved_port_ids);
       try {
+        await this.volumes.liveArrive(rec, bdms, ctx);
         return await c.driver.preLiveMigration({ ...instanceSpec(rec), network_info: rec.network_info ?? [] }, { ...data, ...migration.migrate_data });
       } catch (e) {
         await this.net.liveAbandon(uuid, instance.port_ids, c.host);
+        await this.volumes.liveAbandon(rec, ctx);
         rec.network_info = [];
         await c.save(rec);
         throw e;
@@ -250,6 +267,7 @@ export class LiveFlows {
       await this.net.liveSettle(rec, ctx).catch((e: unknown) =>
         c.log.warn({ instance: uuid, reason: (e as Error).message }, "could not take migrating_to out of the ports' profiles or re-read them"),
       );
+      await this.volumes.liveSettle(rec, ctx);
       transition(rec, 'live_migration_post_dest.end');
       delete rec.migration;
       await c.save(rec);
@@ -257,14 +275,15 @@ export class LiveFlows {
     });
   }
 
-  /** Destination: forget the aborted incoming instance and its claim. */
-  rollbackAtDestination(uuid: string, data: LiveMigrateData): Promise<void> {
+  /** Destination: forget the aborted incoming instance, the attachments it made and its claim. */
+  rollbackAtDestination(uuid: string, data: LiveMigrateData, ctx: RequestContext = {}): Promise<void> {
     const c = this.c;
     return c.locks.with(uuid, async () => {
       const rec = c.record(uuid);
       if (!rec || rec.migration?.role !== 'dest') return;
       await this.net.liveAbandon(uuid, (rec.network_info ?? []).map((v) => v.id), c.host);
       await c.driver.rollbackLiveMigrationAtDestination(rec, data).catch(() => undefined);
+      await this.volumes.liveAbandon(rec, ctx);
       c.claims.release(uuid);
       await c.forget(uuid);
     });

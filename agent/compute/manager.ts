@@ -2,8 +2,9 @@
  * The compute manager: the facade the method table (`methods.ts`), recovery and the daemon use.
  * It builds the one flow context (`flow-context.ts`) from its dependencies and exposes the entry
  * points: build and terminate (`lifecycle.ts`), the cold and live migration steps (`resize.ts`,
- * `live.ts`), stop, start, reboot and the console (`power.ts`), interface attach and detach
- * (`interfaces.ts`), and the reads (list, show, what is in flight).
+ * `live.ts`, their volume steps in `volume-moves.ts`), stop, start, reboot and the console
+ * (`power.ts`), interface attach and detach (`interfaces.ts`), and the reads (list, show, what is
+ * in flight).
  *
  * Every operation runs under its instance's lock (`locks.ts`), checks the instance's state, and
  * records each transition in the durable store BEFORE the side effect it describes, so recovery
@@ -20,6 +21,7 @@ import { InterfaceFlows } from './interfaces';
 import { NetworkFlows } from './network-flows';
 import { VolumeFlows } from './volume-flows';
 import { VolumeAttachFlows } from './volume-attach';
+import { VolumeMoves } from './volume-moves';
 import type { CinderClients } from '../volume/factory';
 import type { ClaimService } from '../../tracker/claims/service';
 import type { VirtDriver } from '../../virt-drivers/driver';
@@ -139,8 +141,9 @@ export class ComputeManager {
     });
     this.volumeAttach = new VolumeAttachFlows(this.context, { cinder: v?.cinder ?? NO_CINDER, connector });
     this.lifecycle = new LifecycleFlows({ ...this.context, networking: this.networking, volumes: this.volumes });
-    this.resize = new ResizeFlows(this.context, this.networking);
-    this.live = new LiveFlows(this.context, this.networking);
+    const volumeMoves = new VolumeMoves(this.context, { cinder: v?.cinder ?? NO_CINDER, connector });
+    this.resize = new ResizeFlows(this.context, this.networking, volumeMoves);
+    this.live = new LiveFlows(this.context, this.networking, volumeMoves);
     this.power = new PowerFlows(this.context);
   }
 

@@ -84,12 +84,14 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     row('resize_instance', { instance: A.instanceRef, migration: A.migration, flavor: A.flavor, ...unread('image', 'clean_shutdown', 'request_spec') }, (a, ctx) =>
       resize.resizeInstance(a.instance.uuid, a.migration, a.flavor, ctx),
     ),
-    row('finish_resize', { instance: N.instanceWithPorts, migration: A.migration, disk_info: A.optionalString, ...unread('image', 'request_spec') }, (a, ctx) =>
-      resize.finishResize(a.instance, a.migration, a.disk_info ?? '', ctx),
+    row('finish_resize', { instance: N.instanceWithPorts, migration: A.migration, disk_info: A.optionalString, bdms: V.blockDeviceMapping, ...unread('image', 'request_spec') }, (a, ctx) =>
+      resize.finishResize(a.instance, a.migration, a.disk_info ?? '', ctx, a.bdms),
     ),
     row('confirm_resize', { instance: A.instanceRef, migration: A.migration }, (a, ctx) => resize.confirmResize(a.instance.uuid, a.migration, ctx)),
     row('revert_resize', { instance: A.instanceRef, migration: A.migration, ...unread('request_spec') }, (a, ctx) => resize.revertResize(a.instance.uuid, a.migration, ctx)),
-    row('finish_revert_resize', { instance: A.instanceRef, migration: A.migration, ...unread('request_spec') }, (a, ctx) => resize.finishRevertResize(a.instance.uuid, a.migration, ctx)),
+    row('finish_revert_resize', { instance: A.instanceRef, migration: A.migration, bdms: V.blockDeviceMapping, ...unread('request_spec') }, (a, ctx) =>
+      resize.finishRevertResize(a.instance.uuid, a.migration, ctx, a.bdms),
+    ),
     row('check_can_live_migrate_destination', { instance: A.instance, migration: A.unplacedMigration, ...unread('block_migration', 'disk_over_commit', 'limits') }, (a, ctx) =>
       live.checkDestination(a.instance, placedHere(a.migration, host), ctx),
     ),
@@ -99,10 +101,12 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
       if (!dest) throw new ArgumentError('invalid argument migration: migration.dest_compute: missing (and no dest)');
       return live.liveMigration(a.instance.uuid, { ...a.migration, dest_compute: dest }, a.migrate_data, ctx);
     }),
-    row('pre_live_migration', { instance: N.instanceWithPorts, migrate_data: A.migrateData, ...unread('disk', 'block_migration') }, (a) => live.preLiveMigration(a.instance, a.migrate_data)),
+    row('pre_live_migration', { instance: N.instanceWithPorts, migrate_data: A.migrateData, bdms: V.blockDeviceMapping, ...unread('disk', 'block_migration') }, (a, ctx) =>
+      live.preLiveMigration(a.instance, a.migrate_data, ctx, a.bdms),
+    ),
     row('post_live_migration_at_destination', { instance: A.instanceRef, ...unread('block_migration') }, (a, ctx) => live.postAtDestination(a.instance.uuid, ctx)),
-    row('rollback_live_migration_at_destination', { instance: A.instanceRef, migrate_data: A.migrateData, ...unread('destroy_disks') }, (a) =>
-      live.rollbackAtDestination(a.instance.uuid, a.migrate_data),
+    row('rollback_live_migration_at_destination', { instance: A.instanceRef, migrate_data: A.migrateData, ...unread('destroy_disks') }, (a, ctx) =>
+      live.rollbackAtDestination(a.instance.uuid, a.migrate_data, ctx),
     ),
     row('drop_move_claim_at_destination', { instance: A.instanceRef, ...unread('migration') }, (a) => resize.dropMoveClaim(a.instance.uuid)),
     row('stop_instance', { instance: A.instanceRef, clean_shutdown: A.cleanShutdown }, (a, ctx) => m.power.stop(a.instance.uuid, a.clean_shutdown !== false, ctx)),

@@ -13,6 +13,8 @@
  * them in finish_resize's instance (its info cache); the destination binds them to itself before
  * it starts the guest; confirm deletes the source's binding (gone already after the PUT, so a 404);
  * a revert binds them back to the source, which starts the guest and waits for its ports' events.
+ * Volumes too (`volume-moves.ts`): the host giving the instance up replaces each attachment by a
+ * connector-less one and sends the mappings (`bdms`); the host taking it connects them first.
  *
  * Without nova's database the two hosts tell each other the outcome of confirm
  * (`confirm_resize_at_destination`) and of a failed source step (`drop_move_claim_at_destination`).
@@ -29,6 +31,8 @@ import { plainMigrationArg } from './control-plane';
 import { arrival, check, failureOf, reached, transition } from './transitions';
 import type { NetworkFlows } from './network-flows';
 import { withNetworkInfo, type InstanceWithPorts } from './decode-network';
+import type { BlockDevice } from '../../model/block-device';
+import { VolumeMoves } from './volume-moves';
 
 /** The agent-only namespace for messages nova has no equivalent of (its database does the job). */
 export const AGENT_NAMESPACE = 'compute_agent';
@@ -37,15 +41,13 @@ export function migrationRef(m: Pick<MigrationRecord, 'uuid' | 'source_compute' 
   return { uuid: m.uuid, source: { host: m.source_compute, nodename: m.source_compute }, dest: { host: m.dest_compute, nodename: m.dest_compute } };
 }
 
-export type ResizeContext = Pick<
-  FlowContext,
-  'host' | 'now' | 'locks' | 'claims' | 'driver' | 'peers' | 'controlPlane' | 'log' | 'record' | 'require' | 'save' | 'forget' | 'notify'
->;
+export type ResizeContext = Pick<FlowContext, 'host' | 'now' | 'locks' | 'claims' | 'driver' | 'peers' | 'controlPlane' | 'log' | 'record' | 'require' | 'save' | 'forget' | 'notify'>;
 
 export class ResizeFlows {
   constructor(
     private readonly c: ResizeContext,
     private readonly networking: Pick<NetworkFlows, 'moveHere' | 'dropBindings' | 'startAndWait'>,
+    private readonly volumes: Pick<VolumeMoves, 'disconnect' | 'undoDisconnect' | 'connect'>,
   ) {}
 
   /** Destination: claim and swap the allocations, then ask the source to move the disk. */
@@ -80,7 +82,7 @@ export class ResizeFlows {
       const migration = rec.migration as MigrationRecord;
       if (!migration.dest_allocations) {
         try {
-          await claimMoveDestination(c, rec, migration, flavor, ctx, resuming);
+          await claimMoveDestination(c, rec, migration, flavor, ctx, resuming, inst.image_ref === '');
           await c.save(transition(rec, 'resize_prep.end'));
           crashPoint('resize.prep.claimed');
           await c.notify(rec, 'resize_prep.end', ctx);
@@ -108,18 +110,9 @@ export class ResizeFlows {
       const rec = c.require(uuid);
       if (rec.migration?.uuid !== mig.uuid) {
         transition(rec, 'resize.start');
-        rec.migration = {
-          uuid: mig.uuid,
-          type: mig.migration_type === 'resize' ? 'resize' : 'migration',
-          status: 'migrating',
-          source_compute: c.host,
-          dest_compute: mig.dest_compute,
-          role: 'source',
-          old_vm_state: rec.vm_state,
-          old_flavor: rec.flavor,
-          new_flavor: flavor,
-          source_allocations: rec.allocations,
-        };
+        const type = mig.migration_type === 'resize' ? 'resize' : 'migration';
+        const before = { old_vm_state: rec.vm_state, old_flavor: rec.flavor, new_flavor: flavor, source_allocations: rec.allocations };
+        rec.migration = { uuid: mig.uuid, type, status: 'migrating', source_compute: c.host, dest_compute: mig.dest_compute, role: 'source', ...before };
         await c.save(rec);
         crashPoint('resize.source.recorded');
         await c.notify(rec, 'resize.start', ctx);
@@ -130,7 +123,9 @@ export class ResizeFlows {
           const disk = await c.driver.migrateDiskAndPowerOff(rec, migrationRef(migration), flavor);
           migration.disk_info = disk.diskInfo;
           crashPoint('resize.source.moved');
+          await this.volumes.disconnect(rec, ctx);
         } catch (e) {
+          await this.volumes.undoDisconnect(rec, ctx);
           await this.failAtSource(rec, e, ctx);
           return;
         }
@@ -142,6 +137,7 @@ export class ResizeFlows {
         instance: withNetworkInfo(c.controlPlane.instanceArg(rec, flavor), rec.network_info ?? []),
         migration: c.controlPlane.migrationArg(migration),
         disk_info: migration.disk_info ?? '',
+        ...VolumeMoves.bdmsArg(rec),
       }, ctx);
       crashPoint('resize.source.cast');
     });
@@ -155,12 +151,13 @@ export class ResizeFlows {
     transition(rec, step);
     delete rec.migration;
     await c.save(rec);
-    await c.notify(rec, step, ctx, (e as Error).message);
+    // The record drops the migration; the control plane still hears which one failed (nova: its status error).
+    await c.notify({ ...rec, migration: { ...migration, status: 'error' } }, step, ctx, (e as Error).message);
     await c.peers.cast(migration.dest_compute, 'drop_move_claim_at_destination', { instance: c.controlPlane.instanceArg(rec), migration: c.controlPlane.migrationArg(migration) }, ctx);
   }
 
-  /** Destination: bind its ports here, start the moved instance; it is RESIZED here until confirmed or reverted. */
-  finishResize(instance: InstanceWithPorts, mig: DecodedMigration, diskInfo: string, ctx: RequestContext): Promise<void> {
+  /** Destination: bind its ports, connect the volumes (`bdms`, from the source) here, start the moved instance; it is RESIZED here until confirmed or reverted. */
+  finishResize(instance: InstanceWithPorts, mig: DecodedMigration, diskInfo: string, ctx: RequestContext, bdms: readonly BlockDevice[] | null = null): Promise<void> {
     const c = this.c;
     const uuid = instance.uuid;
     return c.locks.with(uuid, async () => {
@@ -177,6 +174,7 @@ export class ResizeFlows {
         return;
       }
       try {
+        await this.volumes.connect(rec, ctx, bdms);
         const spec = { ...instanceSpec(rec), network_info: rec.network_info ?? [] };
         await c.driver.finishMigration(spec, migrationRef(migration), { diskInfo }, { powerOn: migration.old_vm_state !== 'stopped' });
       } catch (e) {
@@ -243,18 +241,20 @@ export class ResizeFlows {
         crashPoint('revert.dest.recorded');
         await c.notify(rec, 'resize_revert.start', ctx);
         await c.driver.destroy(rec).catch(() => undefined);
+        // Logged, not fatal, as the ports' move back: the source still connects what it is sent.
+        await this.volumes.disconnect(rec, ctx).catch((e: unknown) => c.log.error({ instance: uuid, reason: (e as Error).message }, 'could not hand the volumes back on revert'));
         c.claims.release(uuid);
         await c.forget(uuid);
         migration.status = 'reverted';
         await c.notify(transition(rec, 'resize_revert.dest'), 'resize_revert.dest', ctx);
       }
       crashPoint('revert.dest.before-cast');
-      await c.peers.cast(mig.source_compute, 'finish_revert_resize', { instance: c.controlPlane.instanceRef(uuid), migration: c.controlPlane.migrationArg(mig) }, ctx);
+      await c.peers.cast(mig.source_compute, 'finish_revert_resize', { instance: c.controlPlane.instanceRef(uuid), migration: c.controlPlane.migrationArg(mig), ...VolumeMoves.bdmsArg(rec) }, ctx);
     });
   }
 
-  /** Source: the allocations come back in one write and the original instance starts again. */
-  finishRevertResize(uuid: string, mig: DecodedMigration, ctx: RequestContext): Promise<void> {
+  /** Source: the allocations come back in one write, the volumes (`bdms`, from the destination) connect here again and the original instance starts. */
+  finishRevertResize(uuid: string, mig: DecodedMigration, ctx: RequestContext, bdms: readonly BlockDevice[] | null = null): Promise<void> {
     const c = this.c;
     return c.locks.with(uuid, async () => {
       const rec = c.require(uuid);
@@ -265,12 +265,13 @@ export class ResizeFlows {
       crashPoint('revert.source.recorded');
       await c.claims.revertMove(uuid, migration.uuid, placementRequestId(ctx));
       crashPoint('revert.source.swapped');
-      // The ports come back before the guest starts; a Neutron failure here is logged and the
-      // revert goes on (the guest is back on its own disk either way, its ports' binding repaired
-      // by the next move or by an operator), so that the instance never stays in a task state.
+      // The ports and volumes come back before the guest starts; a Neutron or Cinder failure here
+      // is logged and the revert goes on (the guest is back on its own disk either way, its ports'
+      // binding or attachments repaired by an operator), so that the instance never stays in a task state.
       await this.networking.moveHere(rec, (rec.network_info ?? []).map((v) => v.id), ctx).catch((e: unknown) =>
         c.log.error({ instance: uuid, err: e instanceof Error ? e.message : String(e) }, 'could not bind the ports back to this host on revert'),
       );
+      await this.volumes.connect(rec, ctx, bdms).catch((e: unknown) => c.log.error({ instance: uuid, err: (e as Error).message }, 'could not connect the volumes back to this host on revert'));
       await this.networking.startAndWait(rec, () => c.driver.finishRevertMigration(rec, migrationRef(migration), { powerOn: migration.old_vm_state !== 'stopped' }));
       crashPoint('revert.source.spawned');
       transition(rec, 'resize_revert.end');

@@ -24,7 +24,8 @@ import type { InstanceRecord } from '../../model/instance';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
 import { check, type FlowStep } from './transitions';
-import { novaConnectionInfo, type VolumeFlowOptions } from './volume-flows';
+import { connectAttachment } from './volume-connect';
+import type { VolumeFlowOptions } from './volume-flows';
 import { InvalidVolumeError, MultiattachNotSupportedError, VolumeAttachFailedError, VolumeDetachFailedError, VolumeTaggedAttachNotSupportedError } from './volume-errors';
 
 export type VolumeAttachContext = Pick<FlowContext, 'locks' | 'require' | 'record' | 'save' | 'driver' | 'controlPlane' | 'log' | 'notify'>;
@@ -98,11 +99,9 @@ export class VolumeAttachFlows {
       try {
         if (!entry.volume_id) throw new Error('the block device mapping names no volume');
         if (!entry.attachment_id) throw new Error('the block device mapping names no attachment (nova-api makes one before it casts)');
-        const cinder = this.o.cinder.forRequest(ctx);
-        const answer = await cinder.updateAttachment(entry.attachment_id, { ...this.o.connector, mountpoint: device });
-        const info = novaConnectionInfo(answer.connection_info, entry.volume_id);
-        attached = { volume_id: entry.volume_id, attachment_id: entry.attachment_id, device_name: device, boot_index: null, delete_on_termination: entry.delete_on_termination, bdm_id: entry.id, connection_info: info };
-        await c.driver.attachVolume(rec, { volume_id: attached.volume_id, device_name: device, boot_index: null, connection_info: info });
+        // An attached volume never boots (nova-api's mappings of attach_volume have no boot index).
+        attached = await connectAttachment(this.o.cinder.forRequest(ctx), this.o.connector, { ...entry, volume_id: entry.volume_id, attachment_id: entry.attachment_id, device_name: device, boot_index: null });
+        await c.driver.attachVolume(rec, { volume_id: attached.volume_id, device_name: device, boot_index: null, connection_info: attached.connection_info });
       } catch (e) {
         await this.undoAttach(rec, entry, ctx);
         throw await this.fail(rec, 'volume_attach.error', new VolumeAttachFailedError(volumeId, reason(e), { cause: e }), ctx);

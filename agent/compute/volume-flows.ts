@@ -17,13 +17,14 @@
  */
 import type { Clock } from '../../lib/clock';
 import type { AttachedVolume } from '../../virt-drivers/types';
-import { nextDeviceName, volumeMappings, type BlockDevice, type VolumeAttachment } from '../../model/block-device';
+import { nextDeviceName, volumeMappings, type BlockDevice } from '../../model/block-device';
 import type { InstanceRecord } from '../../model/instance';
 import type { CinderApi, VolumeConnector } from '../volume/cinder-api';
 import { CinderError, CinderNotFoundError, VolumeSetupError } from '../volume/errors';
 import type { CinderClients } from '../volume/factory';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
+import { connectAttachment } from './volume-connect';
 
 export interface VolumeFlowOptions {
   readonly cinder: CinderClients;
@@ -35,12 +36,8 @@ export interface VolumeFlowOptions {
   readonly clock: Clock;
 }
 
-/** nova's form of the connection info it stores in a mapping: Cinder's flat answer split, with the volume as `serial`. */
-export function novaConnectionInfo(flat: Readonly<Record<string, unknown>>, volumeId: string): { driver_volume_type: string; data: Record<string, unknown>; serial: string } {
-  const { driver_volume_type, ...data } = flat;
-  if (typeof driver_volume_type !== 'string' || driver_volume_type === '') throw new VolumeSetupError(volumeId, 'Cinder gave the attachment no driver_volume_type (is the volume service up?)');
-  return { driver_volume_type, data, serial: volumeId };
-}
+// Defined with the connect step (`volume-connect.ts`); exported here as well for the volume flows' other users.
+export { novaConnectionInfo } from './volume-connect';
 
 export class VolumeFlows {
   constructor(
@@ -97,9 +94,8 @@ export class VolumeFlows {
       if (!b.attachment_id) b = await update({ attachment_id: (await cinder.createAttachment(volumeId, rec.uuid, null, 'rw')).id });
       const attachmentId = b.attachment_id as string;
       const device = b.device_name as string;
-      const answer = await cinder.updateAttachment(attachmentId, { ...this.o.connector, mountpoint: device });
-      const info = novaConnectionInfo(answer.connection_info, volumeId);
-      const attached: VolumeAttachment = { volume_id: volumeId, attachment_id: attachmentId, device_name: device, boot_index: b.boot_index, delete_on_termination: b.delete_on_termination, bdm_id: b.id, connection_info: info };
+      const attached = await connectAttachment(cinder, this.o.connector, { ...b, volume_id: volumeId, attachment_id: attachmentId, device_name: device });
+      const info = attached.connection_info;
       (rec.volumes ??= []).push(attached);
       await this.c.save(rec);
       if (b.id !== null) await this.c.controlPlane.blockDevice(rec.uuid, b.id, { attachment_id: attachmentId, device_name: device, connection_info: JSON.stringify(info) }, ctx);

@@ -5,7 +5,7 @@
  * the Cinder HTTP client's test and the qemu driver's tests all take it from here, so the shape is
  * stated once.
  *
- * It is not captured: /work/shared/fixtures holds no Cinder exchange. It is written from the
+ * It is not captured (the project holds no captured Cinder exchange). It is written from the
  * stable/2025.1 sources, field for field and in Cinder's order:
  * - `cinder/volume/drivers/rbd.py` `initialize_connection`: `name` (`<rbd_pool>/volume-<id>`),
  *   `hosts`/`ports` (strings from `ceph mon dump`), `cluster_name`, `auth_enabled` (`rbd_user`
