@@ -15,6 +15,11 @@
 //   event), the guest sees the new size; detached, the guest loses the disk and the volume is
 //   available; attached to the server on the other host, that guest reads the same token. Both
 //   hosts report COMPUTE_VOLUME_EXTEND.
+// - That server, with its root volume and the data volume, live-migrates while its guest writes a
+//   sequence to the data volume and reads each number back from the disk: no write lost, the same
+//   guest goes on at the destination, each volume attached only there. A cold migration reverted,
+//   then one confirmed: each time the attachments follow the guest, whose new boot reads both
+//   tokens back.
 // - Delete: the delete_on_termination volume is gone from Cinder and Ceph, the other volumes are
 //   available with no attachment; no QEMU is left for either server.
 //
@@ -221,6 +226,68 @@ suite('servers booted from Cinder volumes on Ceph through nova’s API (scripts/
     expect(there).toMatchObject({ bytes: 2 * GiB });
     await diskLine('the other guest to read the data block', kept, (e) => e.disk === there.disk && (e.kind === 'read' || e.kind === 'wrote'));
     expect(await tokenOf(kept, there.disk)).toEqual({ disk: there.disk, kind: 'read', token });
+  });
+
+  test('moves with a root volume and a data volume: live migration while the guest writes loses nothing; cold migration reverted, then confirmed; attachments only on the host that has the guest', async () => {
+    const [hostA, hostB] = cloud.hosts;
+    const root = rootVolumes.get(kept) ?? '';
+    const dataDisk = (await disks(kept)).find((e) => e.kind === 'seen' && e.serial === data.slice(0, 20))?.disk ?? 'vdb';
+    /** Each volume has one attachment, on `host`, to the server. */
+    const attachedOn = async (host: string | undefined): Promise<void> => {
+      for (const vid of [root, data]) {
+        const v = await volumeSettled(vid, 'in-use');
+        expect(v.attachments).toEqual([expect.objectContaining({ server_id: kept, host_name: host })]);
+      }
+    };
+    const seqs = async (): Promise<number[]> => (await disks(kept)).flatMap((e) => (e.disk === dataDisk && e.kind === 'seq' ? [e.seq] : []));
+    const lostWrites = async (): Promise<DiskEvent[]> => (await disks(kept)).filter((e) => e.kind === 'seq lost');
+    await attachedOn(hostB);
+
+    // Live migration B -> A while the guest writes its sequence to the data volume every second.
+    await waitUntil('the guest to be writing its sequence', async () => (await seqs()).length > 0, 60_000);
+    const before = Math.max(...(await seqs()));
+    expect(await lostWrites()).toEqual([]);
+    let t = Date.now();
+    await cloud.must('nova', 'POST', `/servers/${kept}/action`, { 'os-migrateLive': { host: hostA, block_migration: 'auto' } }, undefined, '2.74');
+    await waitUntil('the server runs on the destination', async () => {
+      const s = await show(kept);
+      if (s?.status === 'ERROR') throw new Error(`live migration failed: ${s.fault?.message ?? '(no fault)'}`);
+      return s?.status === 'ACTIVE' && s['OS-EXT-STS:task_state'] === null && s['OS-EXT-SRV-ATTR:host'] === hostA;
+    }, 300_000);
+    log(`live migration with two volumes to ACTIVE: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+    // The same guest goes on writing and reading back on the destination: no boot (the console is
+    // the destination QEMU's own, so it has no init line), nothing lost.
+    await waitUntil('the guest to write 20 more numbers on the destination', async () => (await seqs()).some((n) => n >= before + 20), 120_000);
+    expect(await boots(kept)).toBe(0);
+    expect(await lostWrites()).toEqual([]);
+    await attachedOn(hostA);
+    expect(qemuOf(kept)).toHaveLength(1);
+
+    // Cold migration A -> B, reverted: the guest is back on A with its volumes there.
+    t = Date.now();
+    await cloud.must('nova', 'POST', `/servers/${kept}/action`, { migrate: { host: hostB } }, undefined, '2.56');
+    expect((await settled(kept, 'VERIFY_RESIZE'))['OS-EXT-SRV-ATTR:host']).toBe(hostB);
+    await attachedOn(hostB);
+    await cloud.must('nova', 'POST', `/servers/${kept}/action`, { revertResize: null });
+    expect((await settled(kept, 'ACTIVE'))['OS-EXT-SRV-ATTR:host']).toBe(hostA);
+    await attachedOn(hostA);
+    log(`cold migration and revert with two volumes: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+
+    // Cold migration A -> B, confirmed: on B, its guest reads both tokens back.
+    t = Date.now();
+    await cloud.must('nova', 'POST', `/servers/${kept}/action`, { migrate: { host: hostB } }, undefined, '2.56');
+    await settled(kept, 'VERIFY_RESIZE');
+    await cloud.must('nova', 'POST', `/servers/${kept}/action`, { confirmResize: null });
+    expect((await settled(kept, 'ACTIVE'))['OS-EXT-SRV-ATTR:host']).toBe(hostB);
+    await attachedOn(hostB);
+    log(`cold migration and confirm with two volumes: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+    expect(await boots(kept)).toBeGreaterThanOrEqual(1);
+    // The last boot's lines: a cold migration carries the console along, so look after the last init line.
+    const lastBoot = async (): Promise<DiskEvent[]> => diskEvents((await consoleOf(kept)).split('net-guest: init').at(-1) ?? '');
+    await waitUntil('the guest on B to read both tokens', async () => (await lastBoot()).filter((e) => e.kind === 'read').length >= 2, 120_000);
+    expect((await lastBoot()).filter((e) => e.kind === 'wrote')).toEqual([]);
+    expect(await lostWrites()).toEqual([]);
+    expect(qemuOf(kept)).toHaveLength(1);
   });
 
   test('delete: the delete_on_termination volume is gone from Cinder and Ceph, the others are available with no attachment, no QEMU is left', async () => {
