@@ -29,6 +29,7 @@ import { ConductorError } from './conductor';
 import { applyUpdates, hasField, isPrimitive, novaTime, primitive, withChanges, type Primitive } from './objects';
 import { elevated, NovaObjectCache } from './object-cache';
 import { NovaNetworkRecords } from './network-records';
+import { NovaBlockDeviceRecords } from './block-device-records';
 
 type Fields = Readonly<Record<string, unknown>>;
 
@@ -74,40 +75,29 @@ export class NovaControlPlane implements ControlPlane {
   private readonly newFlavors = new Map<string, Primitive>();
   private readonly log: Logger;
   private readonly networkRecords: NovaNetworkRecords;
+  private readonly blockDevices: NovaBlockDeviceRecords;
 
   constructor(private readonly o: NovaControlPlaneOptions) {
     this.log = o.logger.child({ component: 'nova-control-plane' });
     this.objects = new NovaObjectCache(o.conductor, this.log);
     this.networkRecords = new NovaNetworkRecords(o.conductor, this.log);
+    this.blockDevices = new NovaBlockDeviceRecords(o.conductor, this.log);
   }
 
   network(uuid: string, change: NetworkChange, ctx: RequestContext): Promise<void> {
     return this.networkRecords.write(uuid, change, ctx);
   }
 
-  async blockDevice(uuid: string, bdmId: number, change: BlockDeviceChange, ctx: RequestContext): Promise<void> {
-    // A primitive of the row's id and the changed fields: save() writes exactly `.changes`.
-    const data = { id: bdmId, ...change };
-    try {
-      await this.o.conductor.objectAction(elevated(ctx), primitive('BlockDeviceMapping', data, this.o.conductor.objectVersions, Object.keys(change)), 'save');
-    } catch (e) {
-      this.log.warn({ instance: uuid, bdm: bdmId, fields: Object.keys(change), reason: e instanceof Error ? e.message : String(e) }, "nova-conductor did not take the block device mapping; nova may show a stale volume");
-    }
+  blockDevice(uuid: string, bdmId: number, change: BlockDeviceChange, ctx: RequestContext): Promise<void> {
+    return this.blockDevices.save(uuid, bdmId, change, ctx);
   }
 
-  async createBlockDevice(uuid: string, fields: Readonly<Record<string, unknown>>, ctx: RequestContext): Promise<{ id: number | null; reply: unknown }> {
-    const obj = primitive('BlockDeviceMapping', { instance_uuid: uuid, ...fields }, this.o.conductor.objectVersions);
-    const { updates } = await this.o.conductor.objectAction(elevated(ctx), obj, 'create');
-    const id = typeof updates.id === 'number' ? updates.id : null;
-    return { id, reply: applyUpdates(obj, updates) };
+  createBlockDevice(uuid: string, fields: Readonly<Record<string, unknown>>, ctx: RequestContext): Promise<{ id: number | null; reply: unknown }> {
+    return this.blockDevices.create(uuid, fields, ctx);
   }
 
-  async destroyBlockDevice(uuid: string, bdmId: number, ctx: RequestContext): Promise<void> {
-    try {
-      await this.o.conductor.objectAction(elevated(ctx), primitive('BlockDeviceMapping', { id: bdmId, instance_uuid: uuid }, this.o.conductor.objectVersions, []), 'destroy');
-    } catch (e) {
-      this.log.warn({ instance: uuid, bdm: bdmId, reason: e instanceof Error ? e.message : String(e) }, 'nova-conductor did not destroy the block device mapping; nova may still list the volume');
-    }
+  destroyBlockDevice(uuid: string, bdmId: number, ctx: RequestContext): Promise<void> {
+    return this.blockDevices.destroy(uuid, bdmId, ctx);
   }
 
   received(args: Readonly<Record<string, unknown>>): void {
