@@ -9,23 +9,26 @@
  *   device mapping (nova's row, made through the conductor), which is returned.
  * - attach (a cast, nova-api made the attachment): this host's connector on the attachment, the
  *   driver hot-plugs the disk (a stopped guest gets it at its next start), the connection info is
- *   saved, `os-complete`. A failure deletes the attachment and the mapping and records the fault.
+ *   saved, `os-complete`. A failure (os-complete's too) takes the disk out of the guest, deletes the
+ *   attachment and the mapping and records the fault (`volume-undo.ts`).
  * - detach (a cast, the volume `detaching`): the driver hot-unplugs the disk, then the attachment
  *   is deleted and the mapping destroyed. A guest that keeps the disk keeps it: the volume is
- *   rolled back to in-use, the fault recorded.
+ *   rolled back to in-use, the fault recorded. An attachment Cinder does not delete once the disk is
+ *   out stays in the record's mapping, so the detach asked again finishes the job.
  * - volume-extended: a running guest is told the volume's new size (QMP block_resize).
  *
  * None changes the instance's state (nova sets none). The record is saved after each step, so a
  * replayed request finds what was done (the driver's attach and detach are idempotent).
  */
 import { randomUUID } from 'node:crypto';
-import { nextDeviceName, type BlockDevice, type VolumeAttachment } from '../../model/block-device';
+import { nextDeviceName, type BlockDevice } from '../../model/block-device';
 import type { InstanceRecord } from '../../model/instance';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
 import { check, type FlowStep } from './transitions';
 import { connectAttachment } from './volume-connect';
 import type { VolumeFlowOptions } from './volume-flows';
+import { undoAttach } from './volume-undo';
 import { InvalidVolumeError, MultiattachNotSupportedError, VolumeAttachFailedError, VolumeDetachFailedError, VolumeTaggedAttachNotSupportedError } from './volume-errors';
 
 export type VolumeAttachContext = Pick<FlowContext, 'locks' | 'require' | 'record' | 'save' | 'driver' | 'controlPlane' | 'log' | 'notify'>;
@@ -88,32 +91,33 @@ export class VolumeAttachFlows {
       check(rec, 'volume_attach.start');
       await c.notify(rec, 'volume_attach.start', ctx);
       const volumeId = bdm.volume_id ?? '';
-      if ((rec.volumes ?? []).some((v) => v.volume_id === volumeId)) {
-        await c.notify(rec, 'volume_attach.end', ctx);
-        return;
-      }
+      // A replay after a crash past the record's save finds the volume attached: only nova's row and
+      // os-complete may be missing, and both are redone (each is idempotent).
+      let attached = (rec.volumes ?? []).find((v) => v.volume_id === volumeId);
       const known = (rec.block_devices ?? []).find((b) => b.volume_id === volumeId);
-      const device = known?.device_name ?? bdm.device_name ?? nextDeviceName(new Set((rec.volumes ?? []).map((v) => v.device_name)));
-      const entry: BlockDevice = { ...(known ?? bdm), id: bdm.id ?? known?.id ?? null, attachment_id: bdm.attachment_id ?? known?.attachment_id ?? null, device_name: device };
-      let attached: VolumeAttachment | undefined;
+      const device = attached?.device_name ?? known?.device_name ?? bdm.device_name ?? nextDeviceName(new Set((rec.volumes ?? []).map((v) => v.device_name)));
+      const entry: BlockDevice = { ...(known ?? bdm), id: bdm.id ?? known?.id ?? attached?.bdm_id ?? null, attachment_id: bdm.attachment_id ?? known?.attachment_id ?? attached?.attachment_id ?? null, device_name: device };
+      const cinder = this.o.cinder.forRequest(ctx);
       try {
-        if (!entry.volume_id) throw new Error('the block device mapping names no volume');
-        if (!entry.attachment_id) throw new Error('the block device mapping names no attachment (nova-api makes one before it casts)');
-        // An attached volume never boots (nova-api's mappings of attach_volume have no boot index).
-        attached = await connectAttachment(this.o.cinder.forRequest(ctx), this.o.connector, { ...entry, volume_id: entry.volume_id, attachment_id: entry.attachment_id, device_name: device, boot_index: null });
-        await c.driver.attachVolume(rec, { volume_id: attached.volume_id, device_name: device, boot_index: null, connection_info: attached.connection_info });
+        if (!attached) {
+          if (!entry.volume_id) throw new Error('the block device mapping names no volume');
+          if (!entry.attachment_id) throw new Error('the block device mapping names no attachment (nova-api makes one before it casts)');
+          // An attached volume never boots (nova-api's mappings of attach_volume have no boot index).
+          const made = await connectAttachment(cinder, this.o.connector, { ...entry, volume_id: entry.volume_id, attachment_id: entry.attachment_id, device_name: device, boot_index: null });
+          await c.driver.attachVolume(rec, { volume_id: made.volume_id, device_name: device, boot_index: null, connection_info: made.connection_info });
+          attached = made;
+          rec.volumes = [...(rec.volumes ?? []), made];
+          rec.block_devices = [...(rec.block_devices ?? []).filter((b) => b.volume_id !== volumeId), entry];
+          await c.save(rec);
+        }
+        if (entry.id !== null) await c.controlPlane.blockDevice(uuid, entry.id, { attachment_id: attached.attachment_id, connection_info: JSON.stringify(attached.connection_info) }, ctx);
+        // Not completed, the attachment is half-made (the volume stays `attaching` in Cinder): as nova
+        // does, the attach fails and is undone, and the disk leaves the guest too (nova forgets that).
+        await cinder.completeAttachment(attached.attachment_id);
       } catch (e) {
-        await this.undoAttach(rec, entry, ctx);
-        throw await this.fail(rec, 'volume_attach.error', new VolumeAttachFailedError(volumeId, reason(e), { cause: e }), ctx);
+        const left = await undoAttach(c, cinder, rec, entry, ctx);
+        throw await this.fail(rec, 'volume_attach.error', new VolumeAttachFailedError(volumeId, `${reason(e)}${left}`, { cause: e }), ctx);
       }
-      rec.volumes = [...(rec.volumes ?? []), attached];
-      rec.block_devices = [...(rec.block_devices ?? []).filter((b) => b.volume_id !== volumeId), entry];
-      await c.save(rec);
-      if (entry.id !== null) await c.controlPlane.blockDevice(uuid, entry.id, { attachment_id: attached.attachment_id, connection_info: JSON.stringify(attached.connection_info) }, ctx);
-      await this.o.cinder
-        .forRequest(ctx)
-        .completeAttachment(attached.attachment_id)
-        .catch((e: unknown) => c.log.warn({ instance: uuid, volume: volumeId, reason: reason(e) }, 'Cinder did not mark the attachment complete; the guest has the disk'));
       c.log.info({ instance: uuid, volume: volumeId, attachment: attached.attachment_id, device }, 'volume attached');
       await c.notify(rec, 'volume_attach.end', ctx);
     });
@@ -146,13 +150,18 @@ export class VolumeAttachFlows {
         try {
           await cinder.deleteAttachment(attachment);
         } catch (e) {
-          throw await this.fail(rec, 'volume_detach.error', new VolumeDetachFailedError(volumeId, `the disk is out of the guest, but Cinder could not delete attachment ${attachment}: ${reason(e)}; ask again`, { cause: e }), ctx);
+          // The client retried already. The record keeps the mapping (not the volume: the guest has
+          // no disk), so a detach_volume asked again skips the guest and finishes here.
+          c.log.error({ instance: uuid, volume: volumeId, attachment, reason: reason(e) }, 'the disk is out of the guest but its attachment is still in Cinder');
+          throw await this.fail(rec, 'volume_detach.error', new VolumeDetachFailedError(volumeId, `the disk is out of the guest, but Cinder could not delete attachment ${attachment} (${reason(e)}); the volume stays detaching in Cinder: once Cinder answers, detach it again (reset it to in-use first if nova-api refuses)`, { cause: e }), ctx);
         }
       }
-      rec.block_devices = (rec.block_devices ?? []).filter((b) => b.volume_id !== volumeId);
-      await c.save(rec);
+      // nova's row goes before the record's mapping: a replay after a crash between the two still
+      // finds the mapping, and destroying a row twice is harmless.
       const bdmId = entry?.id ?? v?.bdm_id ?? null;
       if (bdmId !== null) await c.controlPlane.destroyBlockDevice(uuid, bdmId, ctx);
+      rec.block_devices = (rec.block_devices ?? []).filter((b) => b.volume_id !== volumeId);
+      await c.save(rec);
       c.log.info({ instance: uuid, volume: volumeId, attachment }, 'volume detached');
       await c.notify(rec, 'volume_detach.end', ctx);
     });
@@ -179,16 +188,6 @@ export class VolumeAttachFlows {
         c.log.warn({ instance: uuid, volume: volumeId, reason: reason(e) }, 'volume-extended: the guest could not be told the new size');
       }
     });
-  }
-
-  /** A failed attach: the driver's disk out, the attachment deleted, the mapping gone. Never throws. */
-  private async undoAttach(rec: InstanceRecord, entry: BlockDevice, ctx: RequestContext): Promise<void> {
-    const c = this.c;
-    if (entry.volume_id) await c.driver.detachVolume(rec, entry.volume_id).catch(() => undefined);
-    if (entry.attachment_id) await this.o.cinder.forRequest(ctx).deleteAttachment(entry.attachment_id).catch((e: unknown) => c.log.warn({ instance: rec.uuid, attachment: entry.attachment_id, reason: reason(e) }, 'could not delete the attachment of a failed attach'));
-    rec.block_devices = (rec.block_devices ?? []).filter((b) => b.volume_id !== entry.volume_id);
-    await c.save(rec);
-    if (entry.id !== null) await c.controlPlane.destroyBlockDevice(rec.uuid, entry.id, ctx);
   }
 
   private async fail<E extends Error>(rec: InstanceRecord, step: FlowStep, err: E, ctx: RequestContext): Promise<E> {

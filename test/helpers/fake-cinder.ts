@@ -4,12 +4,13 @@
  * `available`, or `error` when asked; an attachment reserves its volume, a connector connects it
  * with RBD connection info shaped as Cinder 2025.1's, `os-complete` puts it `in-use`, deleting the
  * last attachment makes it `available` again), the CinderApi port's errors, and a log of the calls
- * (with the token each request carried) for the tests to read. Real Cinder behaviour is proven by
+ * (with the token each request carried) for the tests to read; `down` or `failOn` make requests fail
+ * as unreachable. Real Cinder behaviour is proven by
  * test/integration/stack/cinder-stack.test.ts; this is its stand-in where a unit test needs one.
  */
 import { randomUUID } from 'node:crypto';
 import type { CinderApi, CinderAttachment, CinderVolume, VolumeConnector, VolumeSpec } from '../../agent/volume/cinder-api';
-import { CinderConflictError, CinderNotFoundError, CinderUnavailableError } from '../../agent/volume/errors';
+import { CinderConflictError, CinderNotFoundError, CinderRefusedError, CinderUnavailableError } from '../../agent/volume/errors';
 import type { CinderClients } from '../../agent/volume/factory';
 import type { RequestContext } from '../../agent/compute/ports';
 import { cinderRbdConnectionInfo } from './cinder-rbd-connection-info';
@@ -24,6 +25,8 @@ export interface FakeVolume {
   looksLeft: number;
   /** What it settles on. */
   settlesTo: string;
+  /** Cinder's migration of it (`migrating` while Cinder moves it to another volume). */
+  migration_status?: string;
 }
 
 export interface FakeAttachment {
@@ -59,9 +62,22 @@ export class FakeCinder implements CinderApi {
     return a;
   }
 
+  /** Requests (by the start of their `calls` entry, e.g. `DELETE attachment`) that fail as unreachable, and how many more times. */
+  readonly failing = new Map<string, number>();
+
+  /** The next `times` requests starting with `prefix` fail as unreachable (Cinder down for those only). */
+  failOn(prefix: string, times = 1): void {
+    this.failing.set(prefix, times);
+  }
+
   private gate(what: string): void {
     this.calls.push(what);
     if (this.down) throw new CinderUnavailableError(what, ': connection refused');
+    for (const [prefix, left] of this.failing) {
+      if (!what.startsWith(prefix) || left <= 0) continue;
+      this.failing.set(prefix, left - 1);
+      throw new CinderUnavailableError(what, ': connection refused');
+    }
   }
 
   private vol(id: string): FakeVolume {
@@ -71,7 +87,7 @@ export class FakeCinder implements CinderApi {
   }
 
   private view(v: FakeVolume): CinderVolume {
-    return { id: v.id, status: v.status, size: v.size, multiattach: false, bootable: v.imageRef !== undefined };
+    return { id: v.id, status: v.status, size: v.size, multiattach: false, bootable: v.imageRef !== undefined, ...(v.migration_status !== undefined ? { migration_status: v.migration_status } : {}) };
   }
 
   private attView(a: FakeAttachment): CinderAttachment {
@@ -163,6 +179,27 @@ export class FakeCinder implements CinderApi {
     // As Cinder's volume_detached: in-use while an attachment is attached, reserved while the others only hold it.
     else if (v && v.status !== 'detaching') v.status = left.some((x) => x.status === 'attached') ? 'in-use' : 'reserved';
     return Promise.resolve(true);
+  }
+
+  /**
+   * As Cinder's `_migrate_volume_completion`: refused for a volume not mid-migration; on error the
+   * migration ends (`error`) and the old volume stays; on success the new volume's data takes the
+   * old id (the new row and the old data go, the new volume's attachments now name the old id).
+   * Answers the id the instance keeps: the old one either way.
+   */
+  migrateVolumeCompletion(oldId: string, newId: string, error: boolean): Promise<string> {
+    this.gate(`migrate completion ${oldId} ${newId} error=${String(error)}`);
+    const old = this.vol(oldId);
+    const next = this.vol(newId);
+    if (!old.migration_status) throw new CinderRefusedError(`POST /v3/volumes/${oldId}/action`, 400, ': Source volume not mid-migration.');
+    if (error) {
+      old.migration_status = 'error';
+      return Promise.resolve(oldId);
+    }
+    for (const a of this.attachments.values()) if (a.volume_id === newId) a.volume_id = oldId;
+    this.volumes.delete(newId);
+    Object.assign(old, { size: next.size, status: next.status, migration_status: 'success' });
+    return Promise.resolve(oldId);
   }
 }
 

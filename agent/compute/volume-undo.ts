@@ -1,0 +1,47 @@
+/**
+ * Undoing an `attach_volume` that failed (`volume-attach.ts`), so that it ends in one clear state:
+ *
+ * - the guest gave the disk back: the record lists neither the volume nor its mapping, nova's row is
+ *   destroyed and Cinder's attachment deleted. When Cinder does not answer that delete (the client
+ *   has retried already), the attachment is left in Cinder and the returned text says which one and
+ *   what to do, for the fault; nothing on this host claims it any more.
+ * - the guest kept the disk (the driver's detach failed): nothing more is undone, since deleting the
+ *   attachment of a disk a guest still writes to would free the volume for another attach. The
+ *   record, the mapping and the attachment keep the volume, so a detach can take it out later.
+ *
+ * It is not: the fault or the notification (the attach flow records them with this text).
+ */
+import type { BlockDevice } from '../../model/block-device';
+import type { InstanceRecord } from '../../model/instance';
+import type { CinderApi } from '../volume/cinder-api';
+import type { FlowContext } from './flow-context';
+import type { RequestContext } from './ports';
+
+const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+/**
+ * Undoes what an attach of `entry` did on `rec`. Never throws.
+ * @returns '' when all is undone, else what is left (appended to the fault's reason)
+ */
+export async function undoAttach(c: Pick<FlowContext, 'driver' | 'save' | 'controlPlane' | 'log'>, cinder: CinderApi, rec: InstanceRecord, entry: BlockDevice, ctx: RequestContext): Promise<string> {
+  const volumeId = entry.volume_id;
+  if (!volumeId) return '';
+  try {
+    await c.driver.detachVolume(rec, volumeId);
+  } catch (e) {
+    c.log.error({ instance: rec.uuid, volume: volumeId, reason: reason(e) }, 'a failed attach could not take the disk out of the guest; the volume stays attached');
+    return `; the guest kept the disk (${reason(e)}), so nothing is undone: the volume stays attached with its attachment`;
+  }
+  rec.volumes = (rec.volumes ?? []).filter((v) => v.volume_id !== volumeId);
+  rec.block_devices = (rec.block_devices ?? []).filter((b) => b.volume_id !== volumeId);
+  await c.save(rec);
+  if (entry.id !== null) await c.controlPlane.destroyBlockDevice(rec.uuid, entry.id, ctx);
+  if (!entry.attachment_id) return '';
+  try {
+    await cinder.deleteAttachment(entry.attachment_id);
+    return '';
+  } catch (e) {
+    c.log.error({ instance: rec.uuid, volume: volumeId, attachment: entry.attachment_id, reason: reason(e) }, 'could not delete the attachment of a failed attach; it is left in Cinder');
+    return `; its attachment ${entry.attachment_id} is left in Cinder (${reason(e)}): delete it there once Cinder answers`;
+  }
+}
