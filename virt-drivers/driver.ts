@@ -174,6 +174,16 @@ export interface VirtDriver {
    * @throws InstanceNotFoundError, NotSupportedError, DriverError (the guest did not release it in time: it stays attached)
    */
   detachVolume(instance: InstanceRef, volumeId: string): Promise<void>;
+  /**
+   * Moves the guest's disk of volume `oldVolumeId` onto `newVolume` (connected already): a running
+   * guest's data is copied while it runs and the device switched to the new volume, the old one
+   * let go; a stopped guest just starts on the new one. The stored definition keeps the new one.
+   * On failure the guest keeps the old disk. Idempotent: a guest on the new volume already is left
+   * as it is. `newVolume.volume_id` may be `oldVolumeId` (a Cinder migration keeps the old id for
+   * the new volume): the disk is then known by the same id, on the new connection.
+   * @throws InstanceNotFoundError, VolumeConnectionError, DriverError (the copy or the switch failed: the old disk stays)
+   */
+  swapVolume(instance: InstanceRef, oldVolumeId: string, newVolume: AttachedVolume): Promise<void>;
   /** Tells a running guest that volume `volumeId` is now `bytes` long (a stopped one sees it at its next start). @throws InstanceNotFoundError, NotSupportedError, DriverError */
   extendVolume(instance: InstanceRef, volumeId: string, bytes: number): Promise<void>;
   /** The guest's serial console log as the hypervisor kept it (at most its last 100 KiB, nova libvirt's cap). @throws InstanceNotFoundError */

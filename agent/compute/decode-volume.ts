@@ -68,6 +68,10 @@ export const volumeArgs = {
   bdm: fromSchema('a BlockDeviceMapping', bdmSchema, normalize),
   /** `reserve_block_device_name`'s and `detach_volume`'s `volume_id`. */
   volumeId: arg.uuid(),
+  /** `swap_volume`'s `new_attachment_id`: nova-api makes it before it casts (the old-style flow without one is gone). */
+  newAttachmentId: arg.uuid(),
+  /** `remove_volume_connection`'s `delete_attachment` (6.3): absent from older callers, which meant false. */
+  deleteAttachment: arg.optional(arg.bool(), false),
   /** `detach_volume`'s `attachment_id`: null or absent from old callers. */
   attachmentId: arg.optional(arg.nullable(arg.uuid()), null),
   /** `device`, `disk_bus`, `device_type`, `tag`: a string, null or absent. */

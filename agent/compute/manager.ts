@@ -21,6 +21,7 @@ import { InterfaceFlows } from './interfaces';
 import { NetworkFlows } from './network-flows';
 import { VolumeFlows } from './volume-flows';
 import { VolumeAttachFlows } from './volume-attach';
+import { VolumeSwapFlows } from './volume-swap';
 import { VolumeMoves } from './volume-moves';
 import type { CinderClients } from '../volume/factory';
 import type { ClaimService } from '../../tracker/claims/service';
@@ -95,6 +96,7 @@ export class ComputeManager {
   readonly volumes: VolumeFlows;
   /** `reserve_block_device_name`, `attach_volume`, `detach_volume`, `volume-extended`. */
   readonly volumeAttach: VolumeAttachFlows;
+  readonly volumeSwap: VolumeSwapFlows;
   private readonly lifecycle: LifecycleFlows;
 
   constructor(readonly deps: ManagerDeps) {
@@ -140,6 +142,7 @@ export class ComputeManager {
       clock,
     });
     this.volumeAttach = new VolumeAttachFlows(this.context, { cinder: v?.cinder ?? NO_CINDER, connector });
+    this.volumeSwap = new VolumeSwapFlows(this.context, { cinder: v?.cinder ?? NO_CINDER, connector });
     this.lifecycle = new LifecycleFlows({ ...this.context, networking: this.networking, volumes: this.volumes });
     const volumeMoves = new VolumeMoves(this.context, { cinder: v?.cinder ?? NO_CINDER, connector });
     this.resize = new ResizeFlows(this.context, this.networking, volumeMoves);

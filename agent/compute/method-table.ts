@@ -25,10 +25,11 @@ export interface MethodVersions {
 
 /**
  * nova's compute RPC API (nova `compute/rpcapi.py`): the default namespace, major 6, served at 6.4
- * (2025.1; Zed sends up to 6.1). 6.1 to 6.4 changed only methods the agent does not serve
- * (rebuild_instance's reimage_boot_volume and target_state, remove_volume_connection's
- * delete_attachment, allow_share and deny_share), so every row takes any 6.x up to 6.4: nova sends
- * a method at the version it was last changed in, and oslo lets a server at 6.4 take any 6.y <= 6.4.
+ * (2025.1; Zed sends up to 6.1). 6.1 to 6.4 changed rebuild_instance (reimage_boot_volume and
+ * target_state, unread), remove_volume_connection (delete_attachment, read: absent means false, as
+ * an older caller meant) and added allow_share and deny_share (not served), so every row takes any
+ * 6.x up to 6.4: nova sends a method at the version it was last changed in, and oslo lets a server
+ * at 6.4 take any 6.y <= 6.4.
  */
 export const NOVA_COMPUTE_API = { namespace: null, versions: { min: '6.0', max: '6.4' } } as const;
 

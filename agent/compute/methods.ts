@@ -133,6 +133,12 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     ),
     row('attach_volume', { instance: A.instanceRef, bdm: V.bdm }, (a, ctx) => m.volumeAttach.attach(a.instance.uuid, a.bdm, ctx)),
     row('detach_volume', { instance: A.instanceRef, volume_id: V.volumeId, attachment_id: V.attachmentId }, (a, ctx) => m.volumeAttach.detach(a.instance.uuid, a.volume_id, a.attachment_id, ctx)),
+    row('swap_volume', { instance: A.instanceRef, old_volume_id: V.volumeId, new_volume_id: V.volumeId, new_attachment_id: V.newAttachmentId }, (a, ctx) =>
+      m.volumeSwap.swap(a.instance.uuid, { old_volume_id: a.old_volume_id, new_volume_id: a.new_volume_id, new_attachment_id: a.new_attachment_id }, ctx),
+    ),
+    row('remove_volume_connection', { instance: A.instanceRef, volume_id: V.volumeId, delete_attachment: V.deleteAttachment }, (a, ctx) =>
+      m.volumeSwap.removeConnection(a.instance.uuid, a.volume_id, a.delete_attachment, ctx),
+    ),
     row('get_console_output', { instance: A.instanceRef, tail_length: A.tailLength }, (a) => m.power.consoleOutput(a.instance.uuid, a.tail_length), read),
     row('get_diagnostics', { instance: A.instanceRef }, (a) => getDiagnostics(m.context, a.instance.uuid), read),
     row('confirm_resize_at_destination', { instance: A.instanceRef, migration: A.migration }, (a) => resize.confirmAtDestination(a.instance.uuid, a.migration.uuid), agent),

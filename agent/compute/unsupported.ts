@@ -52,7 +52,6 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   remove_fixed_ip_from_instance: cast('address'),
   rescue_instance: cast('rescue_password', 'rescue_image_ref', 'clean_shutdown'),
   unrescue_instance: cast(),
-  swap_volume: cast('old_volume_id', 'new_volume_id', 'new_attachment_id'),
   backup_instance: cast('image_id', 'backup_type', 'rotation'),
   snapshot_instance: cast('image_id'),
   soft_delete_instance: cast(),
@@ -84,7 +83,6 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   get_serial_console: call('console_type'),
   validate_console_port: call('port', 'console_type'),
   quiesce_instance: call(),
-  remove_volume_connection: call('volume_id', 'delete_attachment'),
   set_admin_password: { kind: 'call', args: ['new_pass'], apiTask: 'updating_password' },
 };
 

@@ -19,6 +19,8 @@ export interface CinderVolume {
   readonly size: number;
   readonly multiattach: boolean;
   readonly bootable: boolean;
+  /** Cinder's migration of the volume (`migrating` while Cinder moves it; null when none ran). Optional: older fakes leave it out. */
+  readonly migration_status?: string | null;
 }
 
 /** What a compute host tells Cinder about itself when it attaches (os-brick's connector properties). */
@@ -75,4 +77,11 @@ export interface CinderApi {
   rollDetaching(volumeId: string): Promise<void>;
   /** `DELETE /v3/attachments/{id}` (3.54): true when deleted, false when it was gone already. @throws CinderConflictError */
   deleteAttachment(id: string): Promise<boolean>;
+  /**
+   * `POST /v3/volumes/{old}/action` `os-migrate_volume_completion`: the guest moved (or failed to
+   * move, `error`) from volume `oldId` to `newId` in a Cinder migration; answers the id the
+   * instance's mapping keeps (`save_volume_id`). Optional: only swap_volume calls it, and the
+   * clients that predate it (benchmarks) never swap. @throws CinderNotFoundError, CinderRefusedError
+   */
+  migrateVolumeCompletion?(oldId: string, newId: string, error: boolean): Promise<string>;
 }

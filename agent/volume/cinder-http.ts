@@ -37,6 +37,7 @@ const volume = z.object({
   size: z.number().int(),
   multiattach: z.boolean().default(false),
   bootable: z.union([z.boolean(), z.string()]).default(false).transform((b) => b === true || b === 'true'),
+  migration_status: z.string().nullish(),
 }) satisfies z.ZodType<CinderVolume, unknown>;
 
 const attachment = z.object({
@@ -51,6 +52,7 @@ const attachment = z.object({
 const answers = {
   volume: z.object({ volume }),
   attachment: z.object({ attachment }),
+  completion: z.object({ save_volume_id: z.string() }),
 };
 
 const failures: ServiceFailures = {
@@ -110,6 +112,11 @@ export class CinderHttpClient implements CinderApi {
 
   deleteAttachment(id: string): Promise<boolean> {
     return this.service.remove(`/attachments/${seg(id)}`);
+  }
+
+  async migrateVolumeCompletion(oldId: string, newId: string, error: boolean): Promise<string> {
+    const body = { 'os-migrate_volume_completion': { new_volume: seg(newId), error } };
+    return (await this.service.json('POST', `/volumes/${seg(oldId)}/action`, answers.completion, body)).save_volume_id;
   }
 }
 

@@ -204,6 +204,20 @@ export class FakeDriver implements VirtDriver {
     await this.hypervisor.save();
   }
 
+  /** The disk of `oldVolumeId` becomes `newVolume`'s (its size kept: the copy is the old data). */
+  async swapVolume(instance: InstanceRef, oldVolumeId: string, newVolume: AttachedVolume): Promise<void> {
+    await this.faults.before('swapVolume');
+    const inst = this.hypervisor.get(instance);
+    const disks = inst.volumes ?? {};
+    if (disks[newVolume.volume_id] !== undefined && disks[oldVolumeId] === undefined) return;
+    const size = disks[oldVolumeId];
+    if (size === undefined) throw new DriverError(`instance ${instance.uuid} has no volume ${oldVolumeId}`);
+    const { [oldVolumeId]: _old, ...rest } = disks;
+    inst.volumes = { ...rest, [newVolume.volume_id]: size };
+    if (inst.powerState === 'RUNNING') this.hypervisor.print(inst, `disk ${oldVolumeId} swapped for ${newVolume.volume_id}`);
+    await this.hypervisor.save();
+  }
+
   async extendVolume(instance: InstanceRef, volumeId: string, bytes: number): Promise<void> {
     await this.faults.before('extendVolume');
     const inst = this.hypervisor.get(instance);

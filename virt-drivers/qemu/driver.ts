@@ -37,6 +37,7 @@ import * as liveSource from './live-source';
 import { defaultPlugger, type VifPlugger } from '../net/plugger';
 import * as nics from './nics';
 import * as vols from './volume-hotplug';
+import * as swap from './volume-swap';
 import { MAX_SOCKET_PATH, qemuOptionsFromConfig, type QemuOptions } from './options';
 import { HostProcesses, type VmProcesses } from './process';
 import type { QmpClient } from './qmp';
@@ -254,6 +255,7 @@ export class QemuDriver implements VirtDriver {
   async attachVolume(instance: InstanceRef, volume: AttachedVolume): Promise<void> { return vols.attachVolume(this.host, instance, volume); }
   async detachVolume(instance: InstanceRef, volumeId: string): Promise<void> { return vols.detachVolume(this.host, instance, volumeId); }
   async extendVolume(instance: InstanceRef, volumeId: string, bytes: number): Promise<void> { return vols.extendVolume(this.host, instance, volumeId, bytes); }
+  async swapVolume(instance: InstanceRef, oldVolumeId: string, newVolume: AttachedVolume): Promise<void> { return swap.swapVolume(this.host, instance, oldVolumeId, newVolume); }
 
 
   async powerOn(instance: InstanceRef): Promise<void> {

@@ -47,6 +47,10 @@ const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
   reserve_block_device_name: ['instance', 'device', 'volume_id', 'disk_bus', 'device_type', 'tag', 'multiattach'],
   attach_volume: ['instance', 'bdm'],
   detach_volume: ['instance', 'volume_id', 'attachment_id'],
+  // swap_volume (a cast from nova-api for Cinder's migration or retype); remove_volume_connection
+  // (a call, the live-migration rollback; `host` routes it and is not sent, `delete_attachment` since 6.3).
+  swap_volume: ['instance', 'old_volume_id', 'new_volume_id', 'new_attachment_id'],
+  remove_volume_connection: ['instance', 'volume_id', 'delete_attachment'],
   rebuild_instance: ['instance', 'new_pass', 'injected_files', 'image_ref', 'orig_image_ref', 'orig_sys_metadata', 'bdms', 'recreate', 'on_shared_storage', 'preserve_ephemeral', 'migration', 'scheduled_node', 'limits', 'request_spec', 'accel_uuids', 'reimage_boot_volume', 'target_state'],
   get_diagnostics: ['instance'],
   confirm_resize_at_destination: ['instance', 'migration'],
