@@ -121,6 +121,16 @@ suite('servers on Neutron 2025.1 with ML2/OVS (openvswitch and iptables_hybrid f
     for (const [i, p] of userPorts.entries()) {
       await cloud.must('PUT', `/ports/${p.id}`, { port: { extra_dhcp_opts: [{ opt_name: 'ntp-server', opt_value: ipOf(userPorts[1 - i]) }] } }, 'port');
     }
+    // The DHCP agent writes the options into dnsmasq's opts file on its own time; a guest leased
+    // before that gets no option 42 and pings nobody until a renew a day later. Build once both are there.
+    const dhcpOpts = (): string => {
+      try {
+        return execFileSync('sh', ['-c', `find '${cloud.dir}' -path '*/${network}/opts' -exec cat {} + 2>/dev/null`], { encoding: 'utf8' });
+      } catch {
+        return '';
+      }
+    };
+    await waitUntil('the DHCP agent to hand out both ntp-server options', () => Promise.resolve(userPorts.every((p) => dhcpOpts().includes(`ntp-server,${ipOf(p)}`))), 60_000);
     const uuids: string[] = [];
     const t0 = Date.now();
     for (const [i, host] of [HOST_A, HOST_B].entries()) {
