@@ -241,6 +241,8 @@ suite('servers booted from Cinder volumes on Ceph through nova’s API (scripts/
     };
     const seqs = async (): Promise<number[]> => (await disks(kept)).flatMap((e) => (e.disk === dataDisk && e.kind === 'seq' ? [e.seq] : []));
     const lostWrites = async (): Promise<DiskEvent[]> => (await disks(kept)).filter((e) => e.kind === 'seq lost');
+    // The last boot's lines: a cold migration carries the console along, so look after the last init line.
+    const lastBoot = async (): Promise<DiskEvent[]> => diskEvents((await consoleOf(kept)).split('net-guest: init').at(-1) ?? '');
     await attachedOn(hostB);
 
     // Live migration B -> A while the guest writes its sequence to the data volume every second.
@@ -272,6 +274,10 @@ suite('servers booted from Cinder volumes on Ceph through nova’s API (scripts/
     expect((await settled(kept, 'ACTIVE'))['OS-EXT-SRV-ATTR:host']).toBe(hostA);
     await attachedOn(hostA);
     log(`cold migration and revert with two volumes: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+    // The guest restarted on A reads both tokens back. Waiting for it also lets it boot before the
+    // next move: a guest still booting misses the ACPI power button, and the source's power off
+    // then waits out the clean-shutdown timeout (60 s) before it stops the guest hard.
+    await waitUntil('the guest back on A to read both tokens', async () => (await lastBoot()).filter((e) => e.kind === 'read').length >= 2, 120_000);
 
     // Cold migration A -> B, confirmed: on B, its guest reads both tokens back.
     t = Date.now();
@@ -282,8 +288,6 @@ suite('servers booted from Cinder volumes on Ceph through nova’s API (scripts/
     await attachedOn(hostB);
     log(`cold migration and confirm with two volumes: ${((Date.now() - t) / 1000).toFixed(1)} s`);
     expect(await boots(kept)).toBeGreaterThanOrEqual(1);
-    // The last boot's lines: a cold migration carries the console along, so look after the last init line.
-    const lastBoot = async (): Promise<DiskEvent[]> => diskEvents((await consoleOf(kept)).split('net-guest: init').at(-1) ?? '');
     await waitUntil('the guest on B to read both tokens', async () => (await lastBoot()).filter((e) => e.kind === 'read').length >= 2, 120_000);
     expect((await lastBoot()).filter((e) => e.kind === 'wrote')).toEqual([]);
     expect(await lostWrites()).toEqual([]);
