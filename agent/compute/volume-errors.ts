@@ -43,3 +43,11 @@ export class VolumeDetachFailedError extends NovaError {
     super('VolumeDetachFailed', `Volume ${volumeId} could not be detached. Reason: ${reason}`, { volume_id: volumeId, reason }, 500, options);
   }
 }
+
+/** The swap failed; the guest keeps the old volume (a cast: nova's API sees the fault). */
+export class VolumeSwapFailedError extends NovaError {
+  constructor(readonly oldVolumeId: string, readonly newVolumeId: string, reason: string, options?: Opts) {
+    // nova-compute re-raises the driver's own error; no nova class names a failed swap.
+    super('NovaException', `Volume ${oldVolumeId} could not be swapped for ${newVolumeId}. Reason: ${reason}`, { old_volume_id: oldVolumeId, new_volume_id: newVolumeId, reason }, 500, options);
+  }
+}

@@ -20,7 +20,7 @@
  */
 import type { VolumeAttachment } from '../../model/block-device';
 import type { InstanceRecord } from '../../model/instance';
-import { NovaError } from '../rpc/oslo/errors';
+import { VolumeDetachFailedError, VolumeSwapFailedError } from './volume-errors';
 import type { CinderApi } from '../volume/cinder-api';
 import { InstanceNotFoundError as DriverInstanceNotFoundError } from '../../virt-drivers/errors';
 import type { FlowContext } from './flow-context';
@@ -37,21 +37,6 @@ export interface SwapRequest {
   readonly new_attachment_id: string;
 }
 
-/** The swap failed; the guest keeps the old volume (a cast: nova's API sees the fault). */
-export class VolumeSwapFailedError extends NovaError {
-  constructor(readonly oldVolumeId: string, readonly newVolumeId: string, reason: string, options?: { readonly cause?: unknown }) {
-    // nova-compute re-raises the driver's own error; no nova class names a failed swap.
-    super('NovaException', `Volume ${oldVolumeId} could not be swapped for ${newVolumeId}. Reason: ${reason}`, { old_volume_id: oldVolumeId, new_volume_id: newVolumeId, reason }, 500, options);
-  }
-}
-
-/** This host's guest did not let the volume go (remove_volume_connection, a call: the caller sees it). */
-export class VolumeConnectionRemoveError extends NovaError {
-  constructor(readonly volumeId: string, reason: string, options?: { readonly cause?: unknown }) {
-    super('VolumeDetachFailed', `Volume ${volumeId} could not be detached. Reason: ${reason}`, { volume_id: volumeId, reason }, 500, options);
-  }
-}
-
 const GIB = 1024 ** 3;
 const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
@@ -61,7 +46,7 @@ export class VolumeSwapFlows {
     private readonly o: Pick<VolumeFlowOptions, 'cinder' | 'connector'>,
   ) {}
 
-  /** `remove_volume_connection`. Idempotent. @throws VolumeConnectionRemoveError (the guest kept it), what Cinder's attachment delete throws */
+  /** `remove_volume_connection`. Idempotent. @throws VolumeDetachFailedError (the guest kept it), what Cinder's attachment delete throws */
   removeConnection(uuid: string, volumeId: string, deleteAttachment: boolean, ctx: RequestContext): Promise<void> {
     const c = this.c;
     return c.locks.with(uuid, async () => {
@@ -77,7 +62,7 @@ export class VolumeSwapFlows {
           await c.driver.detachVolume(rec, volumeId);
         } catch (e) {
           // A guest that is not on this host has no disk here to let go of.
-          if (!(e instanceof DriverInstanceNotFoundError)) throw new VolumeConnectionRemoveError(volumeId, reason(e), { cause: e });
+          if (!(e instanceof DriverInstanceNotFoundError)) throw new VolumeDetachFailedError(volumeId, reason(e), { cause: e });
         }
         rec.volumes = (rec.volumes ?? []).filter((x) => x.volume_id !== volumeId);
         await c.save(rec);
