@@ -176,6 +176,7 @@ export class Daemon {
     if (this.stopping.signal.aborted) throw new StartupError('stopping before the RPC server started');
     if (!nova) await this.connect(rpc, attempts);
     await recover(manager.context, journal, methods);
+    manager.attachmentDeletes.start();
     await parts.auditor.runLogged();
     await this.step('RPC server', () => rpc.serve());
     if (nova) {
@@ -267,6 +268,7 @@ export class Daemon {
     this.rpc = undefined;
     if (rpc) await rpc.stop(config.DEFAULT.graceful_shutdown_timeout * 1000).catch(() => undefined);
     await this.manager?.removals.stop();
+    await this.manager?.attachmentDeletes.stop();
     this.parts?.auditor.stop();
     await this.parts?.auditor.settle();
     await this.driver?.cleanupHost(config.DEFAULT.host).catch(() => undefined);

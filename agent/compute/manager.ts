@@ -36,6 +36,7 @@ import { LiveFlows } from './live';
 import { PowerFlows } from './power';
 import type { ComputePeers, Notifier, RecordStore, RequestContext } from './ports';
 import { AllocationRemovals } from './removals';
+import { AttachmentDeletes } from './attachment-deletes';
 import { ResizeFlows } from './resize';
 
 export type { BuildOptions } from './lifecycle';
@@ -88,6 +89,8 @@ export class ComputeManager {
   readonly power: PowerFlows;
   /** Allocation removals deletes owe Placement; the daemon stops their drain on shutdown. */
   readonly removals: AllocationRemovals;
+  /** Cinder attachment deletes owed after an outage; the daemon starts their drain after recovery and stops it on shutdown. */
+  readonly attachmentDeletes: AttachmentDeletes;
   /** The network steps, and `external_instance_event`. */
   readonly networking: NetworkFlows;
   /** `attach_interface`, `detach_interface`. */
@@ -134,17 +137,21 @@ export class ComputeManager {
     const v = deps.volumes;
     // os-brick's connector properties for RBD (the only back end this agent connects).
     const connector = { platform: 'x86_64', os_type: 'linux', ip: v?.ip ?? '127.0.0.1', host: deps.host, multipath: false, enforce_multipath: true, do_local_attach: false };
+    const cinder = v?.cinder ?? NO_CINDER;
+    this.attachmentDeletes = new AttachmentDeletes({ store: deps.store, cinder, log, clock });
+    const owed = this.attachmentDeletes;
     this.volumes = new VolumeFlows(this.context, {
-      cinder: v?.cinder ?? NO_CINDER,
+      cinder,
+      owed,
       connector,
       allocateRetries: v?.allocateRetries ?? 60,
       allocateIntervalS: v?.allocateIntervalS ?? 3,
       clock,
     });
-    this.volumeAttach = new VolumeAttachFlows(this.context, { cinder: v?.cinder ?? NO_CINDER, connector });
-    this.volumeSwap = new VolumeSwapFlows(this.context, { cinder: v?.cinder ?? NO_CINDER, connector });
+    this.volumeAttach = new VolumeAttachFlows(this.context, { cinder, connector, owed });
+    this.volumeSwap = new VolumeSwapFlows(this.context, { cinder, connector });
     this.lifecycle = new LifecycleFlows({ ...this.context, networking: this.networking, volumes: this.volumes });
-    const volumeMoves = new VolumeMoves(this.context, { cinder: v?.cinder ?? NO_CINDER, connector });
+    const volumeMoves = new VolumeMoves(this.context, { cinder, connector });
     this.resize = new ResizeFlows(this.context, this.networking, volumeMoves);
     this.live = new LiveFlows(this.context, this.networking, volumeMoves);
     this.power = new PowerFlows(this.context);

@@ -14,7 +14,7 @@
  * - detach (a cast, the volume `detaching`): the driver hot-unplugs the disk, then the attachment
  *   is deleted and the mapping destroyed. A guest that keeps the disk keeps it: the volume is
  *   rolled back to in-use, the fault recorded. An attachment Cinder does not delete once the disk is
- *   out stays in the record's mapping, so the detach asked again finishes the job.
+ *   out is owed (`attachment-deletes.ts`): deleted in the background once Cinder answers.
  * - volume-extended: a running guest is told the volume's new size (QMP block_resize).
  *
  * None changes the instance's state (nova sets none). The record is saved after each step, so a
@@ -31,7 +31,7 @@ import type { VolumeFlowOptions } from './volume-flows';
 import { undoAttach } from './volume-undo';
 import { InvalidVolumeError, MultiattachNotSupportedError, VolumeAttachFailedError, VolumeDetachFailedError, VolumeTaggedAttachNotSupportedError } from './volume-errors';
 
-export type VolumeAttachContext = Pick<FlowContext, 'locks' | 'require' | 'record' | 'save' | 'driver' | 'controlPlane' | 'log' | 'notify'>;
+export type VolumeAttachContext = Pick<FlowContext, 'locks' | 'require' | 'record' | 'save' | 'driver' | 'controlPlane' | 'log' | 'notify' | 'now'>;
 
 /** What `reserve_block_device_name` is asked. */
 export interface ReserveRequest {
@@ -48,7 +48,7 @@ const reason = (e: unknown): string => (e instanceof Error ? e.message : String(
 export class VolumeAttachFlows {
   constructor(
     private readonly c: VolumeAttachContext,
-    private readonly o: Pick<VolumeFlowOptions, 'cinder' | 'connector'>,
+    private readonly o: Pick<VolumeFlowOptions, 'cinder' | 'connector' | 'owed'>,
   ) {}
 
   /** `reserve_block_device_name`: nova's new BlockDeviceMapping (its primitive in nova mode). @throws InstanceNotFoundError, InvalidVolumeError, VolumeTaggedAttachNotSupportedError, MultiattachNotSupportedError */
@@ -115,7 +115,7 @@ export class VolumeAttachFlows {
         // does, the attach fails and is undone, and the disk leaves the guest too (nova forgets that).
         await cinder.completeAttachment(attached.attachment_id);
       } catch (e) {
-        const left = await undoAttach(c, cinder, rec, entry, ctx);
+        const left = await undoAttach(c, this.o.owed, rec, entry, ctx);
         throw await this.fail(rec, 'volume_attach.error', new VolumeAttachFailedError(volumeId, `${reason(e)}${left}`, { cause: e }), ctx);
       }
       c.log.info({ instance: uuid, volume: volumeId, attachment: attached.attachment_id, device }, 'volume attached');
@@ -146,15 +146,10 @@ export class VolumeAttachFlows {
         await c.save(rec);
       }
       const attachment = attachmentId ?? v?.attachment_id ?? entry?.attachment_id ?? null;
-      if (attachment) {
-        try {
-          await cinder.deleteAttachment(attachment);
-        } catch (e) {
-          // The client retried already. The record keeps the mapping (not the volume: the guest has
-          // no disk), so a detach_volume asked again skips the guest and finishes here.
-          c.log.error({ instance: uuid, volume: volumeId, attachment, reason: reason(e) }, 'the disk is out of the guest but its attachment is still in Cinder');
-          throw await this.fail(rec, 'volume_detach.error', new VolumeDetachFailedError(volumeId, `the disk is out of the guest, but Cinder could not delete attachment ${attachment} (${reason(e)}); the volume stays detaching in Cinder: once Cinder answers, detach it again (reset it to in-use first if nova-api refuses)`, { cause: e }), ctx);
-        }
+      // The disk is out of the guest: an attachment delete Cinder does not take now is owed and
+      // retried in the background (the volume stays `detaching` until then); the detach goes on.
+      if (attachment && !(await this.o.owed.remove(attachment, volumeId, uuid, c.now()))) {
+        c.log.warn({ instance: uuid, volume: volumeId, attachment }, 'volume out of the guest; Cinder did not delete its attachment, which the host deletes once Cinder answers');
       }
       // nova's row goes before the record's mapping: a replay after a crash between the two still
       // finds the mapping, and destroying a row twice is harmless.

@@ -20,14 +20,17 @@ import type { AttachedVolume } from '../../virt-drivers/types';
 import { nextDeviceName, volumeMappings, type BlockDevice } from '../../model/block-device';
 import type { InstanceRecord } from '../../model/instance';
 import type { CinderApi, VolumeConnector } from '../volume/cinder-api';
-import { CinderError, CinderNotFoundError, VolumeSetupError } from '../volume/errors';
+import { CinderNotFoundError, VolumeSetupError } from '../volume/errors';
 import type { CinderClients } from '../volume/factory';
+import type { AttachmentDeletes } from './attachment-deletes';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
 import { connectAttachment } from './volume-connect';
 
 export interface VolumeFlowOptions {
   readonly cinder: CinderClients;
+  /** Attachment deletes Cinder did not take, retried in the background (`attachment-deletes.ts`). */
+  readonly owed: AttachmentDeletes;
   /** This host's connector (os-brick's properties for RBD): `host` is `[DEFAULT] host`. */
   readonly connector: VolumeConnector;
   /** `[DEFAULT] block_device_allocate_retries` and `_interval` (s). */
@@ -41,7 +44,7 @@ export { novaConnectionInfo } from './volume-connect';
 
 export class VolumeFlows {
   constructor(
-    private readonly c: Pick<FlowContext, 'save' | 'log' | 'controlPlane'>,
+    private readonly c: Pick<FlowContext, 'save' | 'log' | 'controlPlane' | 'now'>,
     private readonly o: VolumeFlowOptions,
   ) {}
 
@@ -141,12 +144,17 @@ export class VolumeFlows {
     if (!rec || devices.length === 0) return;
     if (!this.o.cinder.configured) return;
     const cinder = this.o.cinder.forRequest(ctx);
+    // An attachment delete Cinder does not take now is owed, its delete_on_termination volume
+    // with it: both happen in the background once Cinder answers (`attachment-deletes.ts`).
+    const owed = new Set<string>();
     for (const b of devices) {
-      if (!b.attachment_id) continue;
-      await cinder.deleteAttachment(b.attachment_id).catch((e: unknown) => this.warn(rec.uuid, b, 'could not delete the attachment', e));
+      if (!b.attachment_id || (await this.o.owed.remove(b.attachment_id, b.volume_id ?? '', rec.uuid, this.c.now()))) continue;
+      owed.add(b.attachment_id);
+      if (b.delete_on_termination && b.volume_id) await this.o.owed.thenDeleteVolume(b.attachment_id);
+      this.warn(rec.uuid, b, 'Cinder did not delete the attachment; the host deletes it (and a delete_on_termination volume) once Cinder answers', undefined);
     }
     for (const b of devices) {
-      if (!b.volume_id || !b.delete_on_termination) continue;
+      if (!b.volume_id || !b.delete_on_termination || (b.attachment_id && owed.has(b.attachment_id))) continue;
       await this.deleteVolume(cinder, b.volume_id).catch((e: unknown) => this.warn(rec.uuid, b, 'could not delete the volume (delete_on_termination)', e));
     }
     rec.volumes = [];
@@ -169,9 +177,12 @@ export class VolumeFlows {
   }
 
   private warn(uuid: string, b: BlockDevice, what: string, e: unknown): void {
-    this.c.log.warn({ instance: uuid, volume: b.volume_id, attachment: b.attachment_id, reason: e instanceof CinderError || e instanceof Error ? e.message : String(e) }, what);
+    const why = e === undefined ? {} : { reason: reasonOf(e) };
+    this.c.log.warn({ instance: uuid, volume: b.volume_id, attachment: b.attachment_id, ...why }, what);
   }
 }
+
+const reasonOf = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 /** Device names for the mappings that have none: the boot volume `/dev/vda`, the others the next free `vdX`. */
 export function nameDevices(bdms: readonly BlockDevice[]): BlockDevice[] {

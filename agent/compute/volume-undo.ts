@@ -3,8 +3,8 @@
  *
  * - the guest gave the disk back: the record lists neither the volume nor its mapping, nova's row is
  *   destroyed and Cinder's attachment deleted. When Cinder does not answer that delete (the client
- *   has retried already), the attachment is left in Cinder and the returned text says which one and
- *   what to do, for the fault; nothing on this host claims it any more.
+ *   has retried already), the delete is owed and retried in the background until Cinder takes it
+ *   (`attachment-deletes.ts`); the returned text says so, for the fault.
  * - the guest kept the disk (the driver's detach failed): nothing more is undone, since deleting the
  *   attachment of a disk a guest still writes to would free the volume for another attach. The
  *   record, the mapping and the attachment keep the volume, so a detach can take it out later.
@@ -13,7 +13,7 @@
  */
 import type { BlockDevice } from '../../model/block-device';
 import type { InstanceRecord } from '../../model/instance';
-import type { CinderApi } from '../volume/cinder-api';
+import type { AttachmentDeletes } from './attachment-deletes';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
 
@@ -23,7 +23,7 @@ const reason = (e: unknown): string => (e instanceof Error ? e.message : String(
  * Undoes what an attach of `entry` did on `rec`. Never throws.
  * @returns '' when all is undone, else what is left (appended to the fault's reason)
  */
-export async function undoAttach(c: Pick<FlowContext, 'driver' | 'save' | 'controlPlane' | 'log'>, cinder: CinderApi, rec: InstanceRecord, entry: BlockDevice, ctx: RequestContext): Promise<string> {
+export async function undoAttach(c: Pick<FlowContext, 'driver' | 'save' | 'controlPlane' | 'log' | 'now'>, owed: AttachmentDeletes, rec: InstanceRecord, entry: BlockDevice, ctx: RequestContext): Promise<string> {
   const volumeId = entry.volume_id;
   if (!volumeId) return '';
   try {
@@ -37,11 +37,6 @@ export async function undoAttach(c: Pick<FlowContext, 'driver' | 'save' | 'contr
   await c.save(rec);
   if (entry.id !== null) await c.controlPlane.destroyBlockDevice(rec.uuid, entry.id, ctx);
   if (!entry.attachment_id) return '';
-  try {
-    await cinder.deleteAttachment(entry.attachment_id);
-    return '';
-  } catch (e) {
-    c.log.error({ instance: rec.uuid, volume: volumeId, attachment: entry.attachment_id, reason: reason(e) }, 'could not delete the attachment of a failed attach; it is left in Cinder');
-    return `; its attachment ${entry.attachment_id} is left in Cinder (${reason(e)}): delete it there once Cinder answers`;
-  }
+  if (await owed.remove(entry.attachment_id, volumeId, rec.uuid, c.now())) return '';
+  return `; Cinder did not delete its attachment ${entry.attachment_id}: the host deletes it once Cinder answers`;
 }

@@ -97,6 +97,26 @@ describe('build with volumes', () => {
     expect(cinder.volumes.get(data.id)?.status).toBe('available');
   });
 
+  test('deleted while Cinder is down: the instance goes at once; its attachments, then its delete_on_termination volume, go once Cinder is back', async () => {
+    const { cinder, clock, host, call } = await setup();
+    const data = cinder.addVolume({ size: 1 });
+    const inst = instanceArgs();
+    const uuid = String(inst.uuid);
+    const reserved = cinder.reserve(data.id, uuid);
+    const bdms = [{ source_type: 'volume', destination_type: 'volume', boot_index: null, volume_id: data.id, attachment_id: reserved.id, delete_on_termination: false }, imageVolume];
+    await withTime(clock, call('build_and_run_instance', { instance: inst, block_device_mapping: bdms }));
+    const made = [...cinder.volumes.values()].find((v) => v.imageRef === IMAGE);
+    cinder.down = true;
+    await call('terminate_instance', { instance: { uuid } });
+    expect(host.manager.record(uuid)).toBeUndefined();
+    expect(host.manager.attachmentDeletes.items().map(([, o]) => [o.volume_id, o.delete_volume ?? false]).sort()).toEqual([[data.id, false], [made?.id, true]].sort());
+    cinder.down = false;
+    expect(await host.manager.attachmentDeletes.drainOnce()).toBe(0);
+    expect(cinder.attachments.size).toBe(0);
+    expect(cinder.volumes.has(made?.id ?? '')).toBe(false);
+    expect(cinder.volumes.get(data.id)?.status).toBe('available');
+  });
+
   test('a volume Cinder puts in error fails the build with a fault naming it; the attachments go back and the delete_on_termination volume is deleted; no guest', async () => {
     const { cinder, clock, host, call } = await setup();
     const keep = cinder.addVolume();

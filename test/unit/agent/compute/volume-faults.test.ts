@@ -84,15 +84,20 @@ describe('Cinder unavailable during an attach', () => {
     expect(vol.status).toBe('available');
   });
 
-  test('Cinder down for the whole attach: the record claims nothing, and the fault names the attachment left in Cinder', async () => {
+  test('Cinder down for the whole attach: the record claims nothing, the attachment delete is owed and done in the background once Cinder is back', async () => {
     const { cinder, host, call, uuid, prepare, state } = await setup();
     const { args, attachment } = await prepare();
     cinder.down = true;
-    await expect(call('attach_volume', args)).rejects.toThrow(new RegExp(`its attachment ${attachment} is left in Cinder .*delete it there once Cinder answers`));
-    cinder.down = false;
-    // Cinder's side is as nova-api left it (reserved, no connector); nothing here claims it.
+    await expect(call('attach_volume', args)).rejects.toThrow(new RegExp(`Cinder did not delete its attachment ${attachment}: the host deletes it once Cinder answers`));
+    // Cinder's side is as nova-api left it (reserved, no connector); nothing here claims it, the delete is owed.
     expect(state()).toEqual({ attachments: [{ id: attachment, status: 'reserved', host: null }], volume: 'reserved', guest: {}, recordVolumes: [], recordMappings: [], rows: 0 });
-    expect(host.manager.record(uuid)?.fault).toContain(`attachment ${attachment} is left in Cinder`);
+    expect(host.manager.attachmentDeletes.pending()).toEqual([attachment]);
+    expect(host.manager.record(uuid)?.fault).toContain(`attachment ${attachment}`);
+    // Still down: the drain keeps it. Back: the next pass deletes it, and nothing is owed any more.
+    expect(await host.manager.attachmentDeletes.drainOnce()).toBe(1);
+    cinder.down = false;
+    expect(await host.manager.attachmentDeletes.drainOnce()).toBe(0);
+    expect(state()).toEqual({ attachments: [], volume: 'available', guest: {}, recordVolumes: [], recordMappings: [], rows: 0 });
   });
 
   test('os-complete fails after the guest got the disk: the disk taken out again, the attachment deleted, the row gone (as nova, less the disk nova forgets)', async () => {
@@ -132,21 +137,26 @@ describe('a detach the guest never acknowledges', () => {
 });
 
 describe('Cinder unavailable during a detach, after the guest gave the disk back', () => {
-  test('the record keeps the mapping, not the volume; the fault says what is left; the detach asked again finishes it', async () => {
+  test('the detach completes on this host and in nova; the attachment delete is owed, done once Cinder answers, and survives a restart', async () => {
     const { cinder, host, call, uuid, vol, prepare, state } = await setup();
     const { args, attachment } = await prepare();
     await call('attach_volume', args);
     cinder.beginDetaching(vol.id);
-    cinder.failOn('DELETE attachment');
-    const detach = { instance: { uuid }, volume_id: vol.id, attachment_id: attachment };
-    await expect(call('detach_volume', detach)).rejects.toThrow(new RegExp(`out of the guest, but Cinder could not delete attachment ${attachment}.*detach it again`));
-    expect(state()).toEqual({ attachments: [{ id: attachment, status: 'attached', host: HOST }], volume: 'detaching', guest: {}, recordVolumes: [], recordMappings: [vol.id], rows: 1 });
-    expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null, fault: expect.stringMatching(/^volume detach failed: .*could not delete attachment/) as unknown });
+    cinder.failOn('DELETE attachment', 100);
+    await call('detach_volume', { instance: { uuid }, volume_id: vol.id, attachment_id: attachment });
+    expect(state()).toEqual({ attachments: [{ id: attachment, status: 'attached', host: HOST }], volume: 'detaching', guest: {}, recordVolumes: [], recordMappings: [], rows: 0 });
+    expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
+    expect(host.manager.record(uuid)?.fault).toBeUndefined();
+    expect(host.manager.attachmentDeletes.pending()).toEqual([attachment]);
 
-    // Cinder is back; the detach asked again skips the guest and finishes.
-    const detachesBefore = cinder.calls.length;
-    await call('detach_volume', detach);
-    expect(cinder.calls.slice(detachesBefore)).toEqual([`DELETE attachment ${attachment}`]);
+    // The agent restarts while Cinder is still down: the owed delete is in the journal's store, and
+    // the new manager's drain finishes it once Cinder answers.
+    await host.manager.attachmentDeletes.stop();
+    const after = new ComputeManager(host.manager.deps);
+    expect(after.attachmentDeletes.pending()).toEqual([attachment]);
+    cinder.failOn('DELETE attachment', 0);
+    expect(await after.attachmentDeletes.drainOnce()).toBe(0);
+    expect(cinder.calls.filter((c) => c === `DELETE attachment ${attachment}`).length).toBeGreaterThanOrEqual(2);
     expect(state()).toEqual({ attachments: [], volume: 'available', guest: {}, recordVolumes: [], recordMappings: [], rows: 0 });
   });
 });
