@@ -224,6 +224,9 @@ suite('a server on a Neutron 2025.1 network (ML2/OVN), built by the agent', () =
     await proc.start();
     await cp.waitFor('instance.create.end', [uuid], 120_000);
     log(`restart to ACTIVE after the SIGKILL: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    // The restarted agent re-plugs without waiting on events (the one Neutron sent may have gone to
+    // the dead agent): the port goes ACTIVE once the ovn-controller started again claims it.
+    await waitUntil('the port goes ACTIVE once ovn-controller is back', async () => (await ports(uuid))[0]?.status === 'ACTIVE', 60_000);
     const [port] = await ports(uuid);
     expect(port).toMatchObject({ status: 'ACTIVE', 'binding:host_id': HOST_A });
     await waitUntil('the guest prints its lease', () => Promise.resolve(leases(consoleOf(uuid)).length > 0), 120_000);
