@@ -240,7 +240,13 @@ suite('servers booted from Cinder volumes on Ceph through nova’s API (scripts/
       }
     };
     const seqs = async (): Promise<number[]> => (await disks(kept)).flatMap((e) => (e.disk === dataDisk && e.kind === 'seq' ? [e.seq] : []));
-    const lostWrites = async (): Promise<DiskEvent[]> => (await disks(kept)).filter((e) => e.kind === 'seq lost');
+    /** The `seq lost` lines; when there are any, the console's disk and boot lines go to the log first, to tell the cause. */
+    const lostWrites = async (): Promise<DiskEvent[]> => {
+      const text = await consoleOf(kept);
+      const lost = diskEvents(text).filter((e) => e.kind === 'seq lost');
+      if (lost.length > 0) log(`seq lost; the guest's console (disk and boot lines):\n${text.split('\n').filter((l) => /net-guest: (init|disk|power)/.test(l) && !/ seq \d+\r?$/.test(l)).join('\n')}`);
+      return lost;
+    };
     // The last boot's lines: a cold migration carries the console along, so look after the last init line.
     const lastBoot = async (): Promise<DiskEvent[]> => diskEvents((await consoleOf(kept)).split('net-guest: init').at(-1) ?? '');
     await attachedOn(hostB);
