@@ -89,6 +89,14 @@ export class CloudApi {
     return { status: res.status, body: parsed };
   }
 
+  /** An image in Glance, active, with `data` as its file. @returns its id */
+  async uploadImage(name: string, data: Buffer, diskFormat: string): Promise<string> {
+    const image = await this.must<{ id: string }>('glance', 'POST', '/v2/images', { name, disk_format: diskFormat, container_format: 'bare', visibility: 'public' });
+    const res = await fetch(`${this.env.GLANCE_URL}/v2/images/${image.id}/file`, { method: 'PUT', headers: { 'Content-Type': 'application/octet-stream', 'X-Auth-Token': this.token }, body: data });
+    if (res.status !== 204) throw new Error(`glance PUT /v2/images/${image.id}/file: ${res.status} ${await res.text()}`);
+    return image.id;
+  }
+
   /** A request that must answer 2xx; resolves the body's `key` (the whole body without one). */
   async must<T>(service: Service, method: string, path: string, body?: unknown, key?: string, microversion?: string): Promise<T> {
     const r = await this.call(service, method, path, body, microversion);

@@ -54,7 +54,7 @@ export class AttachmentDeletes extends OwedWork<OwedAttachmentDelete> {
       kind: ATTACHMENT_DELETE,
       keyField: 'attachment',
       log: deps.log,
-      messages: { failed: 'Cinder did not delete the attachment of a disk the guest gave back; retrying in the background', done: 'owed attachment deleted in Cinder' },
+      messages: { failed: 'Cinder did not delete the attachment of a disk the guest gave back; retrying in the background', done: 'attachment deleted in Cinder' },
       act: async (id, item) => {
         const cinder = deps.cinder.forRequest({});
         try {

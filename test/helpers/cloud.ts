@@ -28,6 +28,17 @@ export interface ServerView {
   readonly fault?: { readonly message: string };
 }
 
+/** The pid a pid file names, when that process runs; 0 otherwise. */
+function livePid(file: string): number {
+  try {
+    const pid = Number(readFileSync(file, 'utf8').trim());
+    process.kill(pid, 0);
+    return pid;
+  } catch {
+    return 0;
+  }
+}
+
 export class SharedCloud extends CloudApi {
   private readonly probes: string[] = [];
 
@@ -106,6 +117,26 @@ export class SharedCloud extends CloudApi {
     this.probes.push(ns);
     await plugVmNamespace((...cmd) => this.inHost(host, ...cmd), host, port, ns);
     return ns;
+  }
+
+  /** The pid of `host`'s agent (0 when it is not running). */
+  agentPid(host: string): number {
+    return livePid(join(this.env.CLOUD_DIR ?? '', 'hosts', host, 'agent.pid'));
+  }
+
+  /** Starts `host`'s agent again (after a test killed it); resolves once it is up. */
+  async restartAgent(host: string): Promise<void> {
+    await runScript('cloud', ['agent-up', host], 180_000);
+  }
+
+  /** The pid of cinder-api (0 when it is not running). */
+  cinderApiPid(): number {
+    return livePid(join(this.env.CINDER_DIR ?? '', 'cinder-api.pid'));
+  }
+
+  /** Starts whatever of Cinder is not running (after a test stopped its API). */
+  async restartCinder(): Promise<void> {
+    await runScript('cinder-stack', ['up'], 300_000);
   }
 
   /** Starts whatever of Neutron is not running (after a test stopped its API). */
