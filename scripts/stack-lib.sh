@@ -79,10 +79,18 @@ pg_fresh_db() { # name
 
 # ---- daemons under pid files (neutron-stack, ceph-stack) ----
 
+# Whether process PID runs. A killed process its parent has not reaped yet (a zombie) does not:
+# `kill -0` alone takes it for alive, and where PID 1 does not reap (some container inits) a
+# daemon killed outside its script stays a zombie, so `up` would never start it again.
+pid_alive() { # pid
+  kill -0 "$1" 2>/dev/null || return 1
+  [ "$(sed -E 's/.*\) (.).*/\1/' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+
 pid_file_pid() { # pidfile -> pid of a live process
   [ -s "$1" ] || return 1
   local pid; pid="$(cat "$1" 2>/dev/null)" || return 1
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+  [ -n "$pid" ] && pid_alive "$pid" && echo "$pid"
 }
 
 # The process and, where it leads a process group (what spawn starts: setsid), the group: a
@@ -91,7 +99,7 @@ stop_pidfile() { # pidfile what
   local pid
   if pid="$(pid_file_pid "$1")"; then
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 1 50); do pid_alive "$pid" || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
     kill -KILL -- "-$pid" 2>/dev/null || true
     log "$2 stopped"

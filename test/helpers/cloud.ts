@@ -28,12 +28,12 @@ export interface ServerView {
   readonly fault?: { readonly message: string };
 }
 
-/** The pid a pid file names, when that process runs; 0 otherwise. */
+/** The pid a pid file names, when that process runs (a killed one not yet reaped, a zombie, does not); 0 otherwise. */
 function livePid(file: string): number {
   try {
     const pid = Number(readFileSync(file, 'utf8').trim());
     process.kill(pid, 0);
-    return pid;
+    return /\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')) ? 0 : pid;
   } catch {
     return 0;
   }
