@@ -175,6 +175,8 @@ export class Auditor {
       if (cur.consumer_generation === undefined || !cur.project_id || !cur.user_id) return false;
       const keep = Object.fromEntries(Object.entries(cur.allocations).filter(([rp]) => !ours.has(rp)).map(([rp, v]) => [rp, { resources: v.resources }]));
       await api.putAllocations(consumer, { allocations: keep, project_id: cur.project_id, user_id: cur.user_id, consumer_generation: cur.consumer_generation });
+      // Our providers, left out of the write, keep their generation: the cache must drop it there.
+      this.deps.tracker.view.dropConsumer(consumer, new Set(Object.keys(keep)));
       logger.info({ consumer }, 'healed: orphaned allocation removed from this host');
       // What it holds elsewhere stays, on a sharing provider as on one Neutron created under our
       // root (a port's bandwidth): not the agent's to remove, and not seen by the next audit.

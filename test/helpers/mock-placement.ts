@@ -1,7 +1,8 @@
 /**
  * A Placement stand-in on nock for fast tests of the tracker and of drivers ("driver tests with
  * mocked placement"). It keeps providers, inventories, traits, aggregates and allocations in memory
- * with Placement's generation rules (every change bumps the provider; a stale generation is a 409),
+ * with Placement's generation rules (a change bumps the provider, but removing allocations from it
+ * may not: see `allocationRoutes`; a stale generation is a 409),
  * and answers errors with the bodies of the real exchanges in `test/fixtures/placement/`. Behaviour
  * the agent relies on is also proven against the real server in `test/integration/`.
  */
@@ -217,13 +218,17 @@ export class MockPlacement {
       }
       return undefined;
     };
-    const write = (consumer: string, w: Record<string, unknown>): nock.ReplyFnResult | undefined => {
+    // As Placement moves provider generations on allocation writes: the providers the consumer now
+    // uses (or, when a PUT or POST empties it, those it used); a provider the consumer merely left,
+    // and every provider on DELETE /allocations, keeps its generation.
+    const write = (consumer: string, w: Record<string, unknown>, bumps = true): nock.ReplyFnResult | undefined => {
       const conflict = check(consumer, w);
       if (conflict) return conflict;
       const cur = this.consumers.get(consumer);
       const allocs: Record<string, Record<string, number>> = {};
       for (const [rp, v] of Object.entries(w.allocations as Record<string, { resources: Record<string, number> }>)) allocs[rp] = v.resources;
-      for (const rp of new Set([...Object.keys(allocs), ...Object.keys(cur?.allocations ?? {})])) {
+      const moved = !bumps ? [] : Object.keys(allocs).length > 0 ? Object.keys(allocs) : Object.keys(cur?.allocations ?? {});
+      for (const rp of moved) {
         const p = this.providers.get(rp);
         if (p) this.bump(p);
       }
@@ -240,7 +245,7 @@ export class MockPlacement {
       }
       if (method === 'DELETE') {
         if (!c) return [404, { errors: [{ status: 404, detail: 'no allocations' }] }];
-        return write(seg[1], { allocations: {}, consumer_generation: c.generation }) ?? [204, ''];
+        return write(seg[1], { allocations: {}, consumer_generation: c.generation }, false) ?? [204, ''];
       }
       return write(seg[1], b) ?? [204, ''];
     }

@@ -143,19 +143,23 @@ export class AllocationWriter {
     }
   }
 
-  /** Moves the migration's (source) allocations back to the instance in one POST (revert, rollback). */
-  async revertMove(instance: string, migration: string, requestId?: string): Promise<void> {
+  /**
+   * Moves the migration's (source) allocations back to the instance in one POST (revert, rollback).
+   * @returns what the instance holds now; undefined when nothing was written
+   */
+  async revertMove(instance: string, migration: string, requestId?: string): Promise<Allocs | undefined> {
     const [inst, mig] = await Promise.all([this.read(instance), this.read(migration)]);
     // Nothing held by the migration: already reverted, or a step interrupted before its swap.
-    if (!holdsAllocations(mig)) return;
+    if (!holdsAllocations(mig)) return undefined;
     const shared = Object.fromEntries(Object.entries(flatten(inst)).filter(([rp]) => this.isSharing(rp)));
     const project = mig.project_id ?? inst.project_id ?? '';
     const user = mig.user_id ?? inst.user_id ?? '';
+    const back = { ...flatten(mig), ...shared };
     try {
       await this.retryProvider(() =>
         this.api.postAllocations(
           {
-            [instance]: body({ ...flatten(mig), ...shared }, project, user, inst.consumer_generation ?? null),
+            [instance]: body(back, project, user, inst.consumer_generation ?? null),
             [migration]: body({}, project, user, mig.consumer_generation ?? null),
           },
           requestId ? { requestId } : undefined,
@@ -165,5 +169,6 @@ export class AllocationWriter {
       if (e instanceof ConsumerGenerationConflictError) this.conflict(instance, 'revert', e);
       throw e;
     }
+    return back;
   }
 }

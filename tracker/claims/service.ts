@@ -159,7 +159,11 @@ export class ClaimService {
    * @throws AllocationConflictError, PlacementOutageError, Placement errors
    */
   revertMove(instance: string, migration: string, requestId?: string): Promise<void> {
-    return this.retry.run(`revert of migration ${migration}`, () => this.writes.revertMove(instance, migration, requestId));
+    return this.retry.run(`revert of migration ${migration}`, async () => {
+      const back = await this.writes.revertMove(instance, migration, requestId);
+      // The providers the instance left keep their generation: the cache must drop it there.
+      if (back) this.deps.view.dropConsumer(instance, new Set(Object.keys(back)));
+    });
   }
 
   /**
@@ -172,19 +176,23 @@ export class ClaimService {
 
   /**
    * Removes every allocation of `consumer`, whatever its generation. Writes `DELETE
-   * /allocations/{consumer}` (idempotent: nothing held is success).
+   * /allocations/{consumer}` (idempotent: nothing held is success), and drops the consumer from
+   * the cached allocations of every provider.
    * @throws PlacementOutageError, Placement errors
    */
   forceDelete(consumer: string, requestId?: string): Promise<void> {
-    return this.retry.run(`removal of ${consumer}'s allocations`, () => this.writes.forceDelete(consumer, requestId));
+    return this.retry.run(`removal of ${consumer}'s allocations`, () => this.forceDeleteOnce(consumer, requestId));
   }
 
   /**
    * `forceDelete` with one attempt (the transport's own retries only), for callers that keep
    * their own durable retry. @throws Placement errors
    */
-  forceDeleteOnce(consumer: string, requestId?: string): Promise<void> {
-    return this.writes.forceDelete(consumer, requestId);
+  async forceDeleteOnce(consumer: string, requestId?: string): Promise<void> {
+    await this.writes.forceDelete(consumer, requestId);
+    // A DELETE moves no provider's generation: without this, the cached allocations would still
+    // show the consumer as fresh and the audit would call it orphaned.
+    this.deps.view.dropConsumer(consumer);
   }
 
   /**

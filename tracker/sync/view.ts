@@ -3,8 +3,10 @@
  *
  * It is: per provider, the record (uuid, name, parent, generation) and each aspect (inventories,
  * traits, aggregates, allocations) with the generation it was read at. Every change Placement makes
- * to a provider (inventory, traits, aggregates, any allocation touching it) bumps that generation,
- * so an aspect read at the provider's current generation is exactly Placement's truth; one read at
+ * to a provider (inventory, traits, aggregates, an allocation written on it) bumps that generation,
+ * so an aspect read at the provider's current generation is exactly Placement's truth (but for an
+ * allocation merely taken off a provider, which moves nothing: this agent's own removals are
+ * recorded with `dropConsumer`, others' show at the next re-read); one read at
  * an older generation may be stale and is re-read before the tracker writes from it. This is what
  * lets a steady-state cycle cost one `GET ?in_tree` and no writes, and a scheduler claim cost one
  * re-read of the one aspect about to be written (nova drops and re-reads the whole tree instead).
@@ -175,6 +177,20 @@ export class PlacementView {
     }
     aspects[aspect] = { gen: to, data };
     p.generation = to;
+  }
+
+  /**
+   * Records this agent's own write that took `consumer` off every provider but those in `kept`.
+   * Placement does not move a provider's generation when an allocation only leaves it (`DELETE
+   * /allocations/{consumer}`, or a write that no longer names the provider), so the cached
+   * allocations would still be taken as fresh and keep listing the consumer there.
+   */
+  dropConsumer(consumer: string, kept: ReadonlySet<string> = new Set()): void {
+    for (const p of this.providers.values()) {
+      const a = p.aspects.allocations;
+      if (!a || kept.has(p.uuid) || !(consumer in a.data)) continue;
+      p.aspects.allocations = { gen: a.gen, data: Object.fromEntries(Object.entries(a.data).filter(([c]) => c !== consumer)) };
+    }
   }
 
   /** Forgets every aspect of `uuid`, so the next use re-reads them (after an unexpected 409). */

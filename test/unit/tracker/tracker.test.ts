@@ -1,6 +1,7 @@
 // The tracker against the nock Placement stand-in: fast checks of request shapes and counts.
 import nock from 'nock';
 import { randomUUID } from 'node:crypto';
+import { Auditor } from '../../../tracker/audit';
 import { NoAuth } from '../../../tracker/placement/auth';
 import { PlacementClient } from '../../../tracker/placement/client';
 import { PlacementHttp } from '../../../tracker/placement/http';
@@ -102,5 +103,32 @@ describe('ResourceTracker (mocked Placement)', () => {
     await tracker.updateFromDriver();
     expect(seen).toEqual(['COMPUTE_NODE']);
     expect(mock.providers.get(root)?.traits.sort()).toEqual(['COMPUTE_NODE', 'CUSTOM_OPERATOR']);
+  });
+
+  // Placement moves no provider generation when allocations only leave it (DELETE, or a write that
+  // no longer names the provider): the agent's own removals must not leave the consumer cached.
+  test('a consumer the agent removed is not reported orphaned by the next audit', async () => {
+    const { api, tracker, root, log } = setup();
+    await tracker.updateFromDriver();
+    const gone = randomUUID();
+    await api.putAllocations(gone, { allocations: { [root]: { resources: { VCPU: 1 } } }, project_id: 'p', user_id: 'u', consumer_generation: null });
+    const auditor = new Auditor({ tracker, api, instances: { listInstances: () => Promise.resolve([]) }, logger: log.logger, heal: 'report' });
+    expect((await auditor.run()).orphaned).toEqual([gone]);
+    await tracker.claims.forceDeleteOnce(gone);
+    expect((await auditor.run()).orphaned).toEqual([]);
+  });
+
+  test('an orphan the audit healed off this host is not reported again', async () => {
+    const { api, tracker, root, log } = setup();
+    await tracker.updateFromDriver();
+    const elsewhere = randomUUID();
+    await api.createProvider({ uuid: elsewhere, name: 'shared-disk', parent_provider_uuid: null });
+    await api.putInventories(elsewhere, 0, { DISK_GB: { total: 100, reserved: 0, min_unit: 1, max_unit: 100, step_size: 1, allocation_ratio: 1 } });
+    const orphan = randomUUID();
+    const allocations: Record<string, { resources: Record<string, number> }> = { [root]: { resources: { VCPU: 1 } }, [elsewhere]: { resources: { DISK_GB: 10 } } };
+    await api.putAllocations(orphan, { allocations, project_id: 'p', user_id: 'u', consumer_generation: null });
+    const auditor = new Auditor({ tracker, api, instances: { listInstances: () => Promise.resolve([]) }, logger: log.logger, heal: 'heal', healGraceMs: 0 });
+    expect((await auditor.run()).healed).toEqual([orphan]);
+    expect(await auditor.run()).toMatchObject({ orphaned: [], healed: [] });
   });
 });
