@@ -220,6 +220,7 @@ export class Daemon {
       for (const r of this.manager?.instances() ?? []) byState[r.vm_state] = (byState[r.vm_state] ?? 0) + 1;
       this.metrics.setInstances(byState);
       this.metrics.setInFlight(this.manager?.locks.busy().length ?? 0);
+      if (this.manager) this.metrics.setOwed({ allocation_removal: this.manager.removals.pending().length, attachment_delete: this.manager.attachmentDeletes.pending().length });
     });
     const checks = {
       broker: () => ({ ok: rpc?.broker.isConnected ?? false, ...(rpc?.broker.isConnected ? {} : { detail: 'not connected to RabbitMQ' }) }),

@@ -29,6 +29,7 @@ export class AgentMetrics {
   private readonly vifWaitSeconds: Histogram<'outcome'>;
   private readonly inFlight: Gauge;
   private readonly instances: Gauge<'state'>;
+  private readonly owed: Gauge<'kind'>;
   private readonly brokerOutageSeconds: Histogram;
   private readonly brokerBackToConsumingSeconds: Histogram;
   private lastAuditSuccess: number | undefined;
@@ -50,6 +51,7 @@ export class AgentMetrics {
     this.vifWaitSeconds = new Histogram({ name: `${p}vif_plug_wait_seconds`, help: 'How long a build waited for network-vif-plugged of its ports, by outcome (completed, failed, timeout).', labelNames: ['outcome'], buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300], registers });
     this.inFlight = new Gauge({ name: `${p}operations_in_flight`, help: 'Compute operations accepted and not yet finished.', registers });
     this.instances = new Gauge({ name: `${p}instances`, help: 'Instances on this host by vm_state.', labelNames: ['state'], registers });
+    this.owed = new Gauge({ name: `${p}owed_work`, help: 'Work owed to a service that did not answer, retried in the background (allocation_removal: Placement; attachment_delete: Cinder).', labelNames: ['kind'], registers });
     const outageBuckets = [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300];
     this.brokerOutageSeconds = new Histogram({ name: `${p}broker_outage_seconds`, help: 'Broker outages: from the loss of the connection to consuming again.', buckets: outageBuckets, registers });
     this.brokerBackToConsumingSeconds = new Histogram({ name: `${p}broker_back_to_consuming_seconds`, help: "From the broker's return (the last failed connection attempt) to consuming again, per outage.", buckets: outageBuckets, registers });
@@ -112,6 +114,11 @@ export class AgentMetrics {
 
   setInFlight(n: number): void {
     this.inFlight.set(n);
+  }
+
+  /** How many items of each kind of owed work are waiting (`agent/compute/owed-work.ts`). */
+  setOwed(byKind: Readonly<Record<string, number>>): void {
+    for (const [kind, n] of Object.entries(byKind)) this.owed.set({ kind }, n);
   }
 
   setInstances(byState: Readonly<Record<string, number>>): void {

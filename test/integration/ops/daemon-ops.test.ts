@@ -71,6 +71,8 @@ test('notify, watchdog, metrics, healthz, SIGHUP reload, SIGTERM', async () => {
       'compute_agent_audit_last_success_age_seconds',
       'compute_agent_rpc_messages_total{method="list_instances",outcome="succeeded"} 1',
       'compute_agent_operations_in_flight',
+      'compute_agent_owed_work{kind="allocation_removal"} 0',
+      'compute_agent_owed_work{kind="attachment_delete"} 0',
       'compute_agent_reshapes_total',
       'compute_agent_nodejs_eventloop_lag_seconds',
     ]) {

@@ -18,6 +18,7 @@ describe('metrics and health endpoint', () => {
     metrics.vifPlugWait('completed', 1.2);
     metrics.setInFlight(2);
     metrics.setInstances({ active: 3, error: 1 });
+    metrics.setOwed({ allocation_removal: 0, attachment_delete: 2 });
     let brokerUp = true;
     const server = new OpsServer({
       listen: '127.0.0.1:0',
@@ -44,6 +45,8 @@ describe('metrics and health endpoint', () => {
         'compute_agent_vif_plug_wait_seconds_sum{outcome="completed"} 1.2',
         'compute_agent_operations_in_flight 2',
         'compute_agent_instances{state="active"} 3',
+        'compute_agent_owed_work{kind="attachment_delete"} 2',
+        'compute_agent_owed_work{kind="allocation_removal"} 0',
       ]) {
         expect(m.data).toContain(line);
       }
