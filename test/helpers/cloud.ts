@@ -13,6 +13,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CloudApi, cloudEnv, cloudRunning, runScript } from '../../bench/cloud-api';
 import { plugVmNamespace, type PluggablePort } from './neutron-cloud';
+import { pidRunning } from './process';
 
 export type { CloudReply, Service } from '../../bench/cloud-api';
 
@@ -28,12 +29,11 @@ export interface ServerView {
   readonly fault?: { readonly message: string };
 }
 
-/** The pid a pid file names, when that process runs (a killed one not yet reaped, a zombie, does not); 0 otherwise. */
+/** The pid a pid file names, when that process runs (`pidRunning`); 0 otherwise. */
 function livePid(file: string): number {
   try {
     const pid = Number(readFileSync(file, 'utf8').trim());
-    process.kill(pid, 0);
-    return /\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')) ? 0 : pid;
+    return pidRunning(pid) ? pid : 0;
   } catch {
     return 0;
   }

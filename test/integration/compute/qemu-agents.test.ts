@@ -15,6 +15,7 @@ import { ControlPlane } from '../../helpers/control-plane';
 import { deleteTree, placementClient } from '../../helpers/placement';
 import { describeWithQemu, reapLeftovers } from '../../helpers/qemu-hosts';
 import { lastTick, writeTickImage } from '../../helpers/tick-guest';
+import { pidRunning } from '../../helpers/process';
 
 jest.setTimeout(300000);
 const BIN = join(__dirname, '..', '..', '..', 'dist', 'agent', 'cli', 'main.js');
@@ -38,15 +39,7 @@ const pidOf = (spec: AgentSpec, uuid: string): number | undefined => {
   const f = join(spec.dir, 'instances', uuid, 'qemu.pid');
   return existsSync(f) ? Number(readFileSync(f, 'utf8').trim()) : undefined;
 };
-const alive = (pid: number | undefined): boolean => {
-  if (!pid) return false;
-  try {
-    process.kill(pid, 0);
-    return !readFileSync(`/proc/${pid}/stat`, 'utf8').split(' ')[2]?.startsWith('Z');
-  } catch {
-    return false;
-  }
-};
+const alive = pidRunning;
 
 async function until(what: string, ok: () => boolean | Promise<boolean>, ms = 60000): Promise<void> {
   const end = Date.now() + ms;

@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { portFree } from '../../helpers/wait';
+import { pidRunning } from '../../helpers/process';
 
 const BIN = '/usr/lib/rabbitmq/bin';
 const RELEASE_ROOT = join(__dirname, '..', '..', '..', 'scripts', 'release-root');
@@ -86,15 +87,7 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 60
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Whether `pid` runs (a zombie waiting for its reaper does not). */
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  const stat = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, 'utf8') : '';
-  return !/^\d+ \(.*\) Z/.test(stat);
-}
+const pidAlive = pidRunning;
 
 interface NodeSetup {
   readonly options: PrivateRabbitOptions;
