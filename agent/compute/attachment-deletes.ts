@@ -13,15 +13,16 @@
  * token of the request may have expired by the time Cinder answers. A delete of an attachment
  * Cinder no longer has is done; one Cinder refuses for good (a 4xx other than 404 and 409) is
  * logged with what to do and dropped. The volume of a deleted instance's `delete_on_termination`
- * mapping is deleted after its attachment, once Cinder shows it `available`. It is not: the other Cinder calls of a detach, nor nova's
- * block device mapping (the flows destroy that themselves).
+ * mapping is deleted after its attachment, once Cinder shows it `available`. It is not: the other
+ * Cinder calls of a detach, nor nova's block device mapping (the flows destroy that themselves).
  */
 import type { Clock } from '../../lib/clock';
 import type { Logger } from '../../lib/logging/logger';
-import { CinderNotFoundError, CinderRefusedError } from '../volume/errors';
+import { CinderRefusedError } from '../volume/errors';
 import type { CinderClients } from '../volume/factory';
 import { OwedWork } from './owed-work';
 import type { RecordStore } from './ports';
+import { deleteFreedVolume } from './volume-connect';
 
 /** The record kind owed attachment deletes are stored under. */
 export const ATTACHMENT_DELETE = 'attachment_delete';
@@ -37,8 +38,6 @@ export interface OwedAttachmentDelete {
   /** A deleted instance's `delete_on_termination` volume: deleted once the attachment is, and `available`. */
   readonly delete_volume?: boolean;
 }
-
-const IN_USE = new Set(['detaching', 'attaching', 'reserved', 'in-use']);
 
 export interface AttachmentDeleteDeps {
   readonly store: RecordStore;
@@ -60,15 +59,7 @@ export class AttachmentDeletes extends OwedWork<OwedAttachmentDelete> {
         try {
           await cinder.deleteAttachment(id);
           if (!item.delete_volume) return 'done';
-          const status = await cinder.getVolume(item.volume_id).then(
-            (v) => v.status,
-            (e: unknown) => (e instanceof CinderNotFoundError ? 'deleted' : Promise.reject(e)),
-          );
-          if (status === 'deleted' || status === 'deleting') return 'done';
-          // `detaching` for a moment after its last attachment went: Cinder refuses the delete until then.
-          if (IN_USE.has(status)) return 'retry';
-          await cinder.deleteVolume(item.volume_id);
-          return 'done';
+          return (await deleteFreedVolume(cinder, item.volume_id)) === 'gone' ? 'done' : 'retry';
         } catch (e) {
           if (!(e instanceof CinderRefusedError)) throw e;
           deps.log.error(
@@ -93,7 +84,7 @@ export class AttachmentDeletes extends OwedWork<OwedAttachmentDelete> {
 
   /** Marks an owed delete's volume for deletion after it (a deleted instance's `delete_on_termination`). */
   async thenDeleteVolume(attachmentId: string): Promise<void> {
-    const item = this.items().find(([k]) => k === attachmentId)?.[1];
+    const item = this.owed(attachmentId);
     if (item) await this.owe(attachmentId, { ...item, delete_volume: true });
   }
 }

@@ -43,7 +43,7 @@ export interface OwedWorkDeps<T> {
 export const OWED_BACKOFF: BackoffPolicy = { initialMs: 1000, maxMs: 10000, jitter: 0.3 };
 
 export class OwedWork<T> {
-  private readonly clock: Clock;
+  protected readonly clock: Clock;
   private draining: Promise<void> | undefined;
   private again = false;
   private readonly stopped = new AbortController();
@@ -60,6 +60,11 @@ export class OwedWork<T> {
   /** The items owed, with their keys. */
   items(): Array<[string, T]> {
     return this.deps.store.list<T>(this.deps.kind);
+  }
+
+  /** The item owed under `key`, if any. */
+  owed(key: string): T | undefined {
+    return this.deps.store.get<T>(this.deps.kind, key);
   }
 
   /** Records that `item` is owed under `key`; durable when it resolves. */
@@ -126,7 +131,7 @@ export class OwedWork<T> {
   /** Does one item; when it is done (or dropped) its record goes. Never throws. */
   private async doOne(key: string, requestId?: string): Promise<void> {
     const d = this.deps;
-    const item = d.store.get<T>(d.kind, key);
+    const item = this.owed(key);
     if (item === undefined) return;
     let outcome: OwedOutcome;
     try {

@@ -13,7 +13,7 @@
  * retry (operations with a deadline, `tracker/claims/retry.ts`), nor removals of failed builds.
  */
 import type { BackoffPolicy } from '../../lib/backoff';
-import { systemClock, type Clock } from '../../lib/clock';
+import type { Clock } from '../../lib/clock';
 import type { Logger } from '../../lib/logging/logger';
 import type { ClaimService } from '../../tracker/claims/service';
 import { OwedWork } from './owed-work';
@@ -41,8 +41,6 @@ export interface RemovalDeps {
 }
 
 export class AllocationRemovals extends OwedWork<PendingRemoval> {
-  private readonly now: () => number;
-
   constructor(deps: RemovalDeps) {
     super({
       store: deps.store,
@@ -57,13 +55,11 @@ export class AllocationRemovals extends OwedWork<PendingRemoval> {
       ...(deps.clock ? { clock: deps.clock } : {}),
       ...(deps.backoff ? { backoff: deps.backoff } : {}),
     });
-    const clock = deps.clock ?? systemClock;
-    this.now = () => clock.now();
   }
 
   /** Records that `consumers` (of `instance`) must be removed; durable when it resolves. */
   async add(instance: string, consumers: readonly string[]): Promise<void> {
-    const since = new Date(this.now()).toISOString();
+    const since = new Date(this.clock.now()).toISOString();
     for (const consumer of consumers) await this.owe(consumer, { consumer, instance, since });
   }
 }

@@ -5,12 +5,15 @@
  * this host's connector with the guest's device as its mountpoint, and its connection info, in
  * nova's form, becomes the `VolumeAttachment` the journal records and the driver's spec gets.
  *
+ * Also here: one try at deleting a volume whose attachments went (a deleted instance's
+ * `delete_on_termination` volume), shared by the delete and the attachment deletes it owes.
+ *
  * It is not: saving the record or nova's mapping, completing the attachment, or undoing anything on
  * failure; each caller orders those steps itself.
  */
 import type { BlockDevice, VolumeAttachment } from '../../model/block-device';
 import type { CinderApi, VolumeConnector } from '../volume/cinder-api';
-import { VolumeSetupError } from '../volume/errors';
+import { CinderNotFoundError, VolumeSetupError } from '../volume/errors';
 
 /** nova's form of the connection info it stores in a mapping: Cinder's flat answer split, with the volume as `serial`. */
 export function novaConnectionInfo(flat: Readonly<Record<string, unknown>>, volumeId: string): { driver_volume_type: string; data: Record<string, unknown>; serial: string } {
@@ -54,4 +57,23 @@ export function volumeAttachment(b: ConnectableDevice, flat: Readonly<Record<str
 export async function connectAttachment(cinder: CinderApi, connector: VolumeConnector, b: ConnectableDevice): Promise<VolumeAttachment> {
   const answer = await cinder.updateAttachment(b.attachment_id, connectorFor(connector, b.device_name));
   return volumeAttachment(b, answer.connection_info);
+}
+
+/** Volume states in which Cinder refuses a delete: attached, or `detaching` for a moment after its last attachment went. */
+const VOLUME_IN_USE = new Set(['detaching', 'attaching', 'reserved', 'in-use']);
+
+/**
+ * One try at deleting volume `id` once its attachments are gone: 'gone' when Cinder has it deleted,
+ * deleting or no longer has it; 'in-use' while its status still refuses the delete, unless `force`
+ * (then the delete is asked anyway, and Cinder's refusal says why).
+ */
+export async function deleteFreedVolume(cinder: CinderApi, id: string, force = false): Promise<'gone' | 'in-use'> {
+  const status = await cinder.getVolume(id).then(
+    (v) => v.status,
+    (e: unknown) => (e instanceof CinderNotFoundError ? 'deleted' : Promise.reject(e)),
+  );
+  if (status === 'deleted' || status === 'deleting') return 'gone';
+  if (VOLUME_IN_USE.has(status) && !force) return 'in-use';
+  await cinder.deleteVolume(id);
+  return 'gone';
 }

@@ -20,12 +20,12 @@ import type { AttachedVolume } from '../../virt-drivers/types';
 import { nextDeviceName, volumeMappings, type BlockDevice } from '../../model/block-device';
 import type { InstanceRecord } from '../../model/instance';
 import type { CinderApi, VolumeConnector } from '../volume/cinder-api';
-import { CinderNotFoundError, VolumeSetupError } from '../volume/errors';
+import { VolumeSetupError } from '../volume/errors';
 import type { CinderClients } from '../volume/factory';
 import type { AttachmentDeletes } from './attachment-deletes';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
-import { connectAttachment } from './volume-connect';
+import { connectAttachment, deleteFreedVolume } from './volume-connect';
 
 export interface VolumeFlowOptions {
   readonly cinder: CinderClients;
@@ -162,18 +162,7 @@ export class VolumeFlows {
 
   /** A volume just detached may be `detaching` for a moment: Cinder refuses its delete until it is `available`. */
   private async deleteVolume(cinder: CinderApi, id: string): Promise<void> {
-    for (let n = 0; ; n++) {
-      const status = await cinder.getVolume(id).then(
-        (v) => v.status,
-        (e: unknown) => (e instanceof CinderNotFoundError ? 'deleted' : Promise.reject(e)),
-      );
-      if (status === 'deleted' || status === 'deleting') return;
-      if (!['detaching', 'attaching', 'reserved', 'in-use'].includes(status) || n >= 10) {
-        await cinder.deleteVolume(id);
-        return;
-      }
-      await this.o.clock.sleep(1000);
-    }
+    for (let n = 0; (await deleteFreedVolume(cinder, id, n >= 10)) === 'in-use'; n++) await this.o.clock.sleep(1000);
   }
 
   private warn(uuid: string, b: BlockDevice, what: string, e: unknown): void {
