@@ -38,6 +38,12 @@ export type NetworkChange =
 export interface ControlPlane {
   /** The scheduler claimed before builds and moves: flows verify its claims instead of claiming. */
   readonly schedulerClaims: boolean;
+  /**
+   * A failed build leaves this host: the control plane takes the instance back (nova: its host is
+   * cleared at `create.error`, so nova-api deletes it without asking this host), and the agent
+   * drops its record. False: the record stays in ERROR until a delete.
+   */
+  readonly releasesFailedBuilds: boolean;
   /** A request arrived (raw arguments, before decoding): nova mode keeps the objects it must save. */
   received(args: Readonly<Record<string, unknown>>): void;
   /** `rec` (its new state) reached `step`. Never throws: a failed report is logged. */
@@ -92,6 +98,7 @@ export function plainMigrationArg(m: MigrationRecord | DecodedMigration): Record
 /** Standalone: steps are versioned notifications; hosts exchange plain JSON. */
 export class NotifierControlPlane implements ControlPlane {
   readonly schedulerClaims: boolean;
+  readonly releasesFailedBuilds = false;
 
   constructor(
     private readonly notifier: Notifier,

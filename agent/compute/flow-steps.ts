@@ -2,7 +2,7 @@
  * Steps several compute flows share, kept in one place so the flows cannot drift apart: the first
  * record of an instance arriving on this host, a move's claim on the destination recorded on the
  * instance and its migration, the best-effort revert of a failed move's swap, the driver's view of
- * an instance, and putting an instance in ERROR.
+ * an instance, putting an instance in ERROR, and a failed build's end.
  * It is not: locking or journaling (the calling flow does those), or the state machine
  * (`transitions.ts`).
  */
@@ -90,4 +90,15 @@ export async function putInError(c: Pick<FlowContext, 'save' | 'log' | 'notify'>
   await c.save(rec);
   c.log.warn({ instance: rec.uuid, fault }, `instance ${step.split('.')[0] ?? step} failed`);
   await c.notify(rec, step, ctx, fault);
+}
+
+/**
+ * A failed build, in ERROR and reported, leaves this host where the control plane takes it back
+ * (`ControlPlane.releasesFailedBuilds`): the record is dropped. An allocation removal that did not
+ * go through (`allocationsFreed` false) is owed first, since no delete will come here to retry it.
+ */
+export async function endFailedBuild(c: Pick<FlowContext, 'controlPlane' | 'removals' | 'forget'>, rec: InstanceRecord, allocationsFreed: boolean): Promise<void> {
+  if (!c.controlPlane.releasesFailedBuilds) return;
+  if (!allocationsFreed) await c.removals.add(rec.uuid, [rec.uuid]);
+  await c.forget(rec.uuid);
 }

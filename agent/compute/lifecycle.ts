@@ -11,7 +11,7 @@ import { describeState, type Flavor, type InstanceRecord } from '../../model/ins
 import type { DecodedInstance } from './decode';
 import type { FlowContext } from './flow-context';
 import { crashPoint } from '../crash-points';
-import { arrivingRecord, instanceSpec, putInError } from './flow-steps';
+import { arrivingRecord, endFailedBuild, instanceSpec, putInError } from './flow-steps';
 import { placementRequestId, type RequestContext } from './ports';
 import { arrival, failureOf, transition } from './transitions';
 import type { ProviderMapping, RequestedNetworks } from '../../model/network';
@@ -123,10 +123,17 @@ export class LifecycleFlows {
     // A claim we made (or a scheduler claim we refused) must not stay behind: delete it, forced.
     // Nothing was written when the host refused locally, and a conflict means the consumer is not ours.
     const refusedLocally = e instanceof InsufficientResourcesError || e instanceof InvalidClaimError;
+    let freed = true;
     if (!refusedLocally && !(e instanceof AllocationConflictError)) {
       // After an outage that outlasted the deadline, one more try; waiting another deadline helps no one.
       const cleanup = e instanceof PlacementOutageError ? c.claims.forceDeleteOnce(rec.uuid) : c.claims.forceDelete(rec.uuid);
-      await cleanup.catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'allocation cleanup failed; the audit will report it'));
+      freed = await cleanup.then(
+        () => true,
+        (err: unknown) => {
+          c.log.warn({ instance: rec.uuid, reason: (err as Error).message }, 'allocation cleanup of a failed build failed');
+          return false;
+        },
+      );
       await c.driver.destroy(rec).catch(() => undefined);
     }
     // The ports go back whatever failed later; a build that failed before its network step bound
@@ -152,6 +159,7 @@ export class LifecycleFlows {
                 ? 'volume failed'
                 : 'spawn failed';
     await putInError(c, rec, `${kind}: ${reason}`, ctx, failureOf('create.end'));
+    await endFailedBuild(c, rec, freed);
   }
 
   /**

@@ -20,7 +20,7 @@
 import { PlacementOutageError } from '../../tracker/claims/errors';
 import type { JournalRequest, RequestOutcome } from '../journal/types';
 import type { FlowContext } from './flow-context';
-import { putInError } from './flow-steps';
+import { endFailedBuild, putInError } from './flow-steps';
 import { bindMethod, type ComputeMethod } from './method-table';
 import type { RequestContext } from './ports';
 import { allows, transition } from './transitions';
@@ -41,7 +41,7 @@ export interface RecoveryReport {
 }
 
 /** What recovery works with. */
-export type RecoveryContext = Pick<FlowContext, 'claims' | 'removals' | 'driver' | 'log' | 'instances' | 'save' | 'notify'>;
+export type RecoveryContext = Pick<FlowContext, 'claims' | 'removals' | 'controlPlane' | 'forget' | 'driver' | 'log' | 'instances' | 'save' | 'notify'>;
 
 export async function recover(c: RecoveryContext, journal: PendingRequests, methods: readonly ComputeMethod[]): Promise<RecoveryReport> {
   const log = c.log;
@@ -74,10 +74,14 @@ export async function recover(c: RecoveryContext, journal: PendingRequests, meth
   const none: RequestContext = { request_id: 'req-recovery' };
   for (const rec of c.instances()) {
     if (rec.vm_state === 'building') {
-      await c.claims.forceDeleteOnce(rec.uuid).catch(() => undefined);
+      const freed = await c.claims.forceDeleteOnce(rec.uuid).then(
+        () => true,
+        () => false,
+      );
       await c.driver.destroy(rec).catch(() => undefined);
       rec.allocations = {};
       await putInError(c, rec, 'the build was interrupted and no request is left to finish it', none, 'create.error');
+      await endFailedBuild(c, rec, freed);
       erroredBuilds.push(rec.uuid);
     } else if (allows(rec, 'init_host.reset')) {
       await c.save(transition(rec, 'init_host.reset'));

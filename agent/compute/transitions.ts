@@ -71,7 +71,15 @@ export const TRANSITIONS = table({
   'create.error': {
     method: 'build_and_run_instance', from: { vm: ['building'], task: 'any' }, to: { vm: 'error', task: null }, notify: 'ERROR',
     // The fault is what `server show` gives as the reason (nova-compute adds one for a failed build).
-    nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: BUILD, phase: 'finish', failure: 'build failed' }, usage: true },
+    // nova-compute hands a failed build back (`_nil_out_instance_obj_host_and_node`): with no host,
+    // nova-api deletes the server itself, at once, and this host drops its record.
+    nova: {
+      instance: [{ set: { host: null, node: null, compute_id: null, launched_on: null, vm_state: 'state', task_state: 'state' } }],
+      fault: true,
+      hook: 'forget_instance',
+      event: { name: BUILD, phase: 'finish', failure: 'build failed' },
+      usage: true,
+    },
   },
   // ---- delete ----
   'delete.start': { method: 'terminate_instance', from: { vm: 'any', task: 'any' }, to: { task: 'deleting' }, notify: 'INFO', nova: { event: { name: DELETE, phase: 'start' } } },

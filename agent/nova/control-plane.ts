@@ -68,6 +68,7 @@ type InstanceSave = ({ readonly fields: Fields } | { readonly set: Readonly<Reco
 /** Ownership: owns the object cache and the new flavors of moves in progress. */
 export class NovaControlPlane implements ControlPlane {
   readonly schedulerClaims = true;
+  readonly releasesFailedBuilds = true;
   /** Called after a step that changed what this host's instances use (the daemon reports usage). */
   onUsageChanged: (() => void) | undefined;
   private readonly objects: NovaObjectCache;

@@ -156,6 +156,23 @@ describe.each([{ release: ZED }, { release: EPOXY }])('a build under $release.na
     const fanout = c.calls.find((x) => x.what === 'update_instance_info')?.args?.[0] as { instance_info: Record<string, unknown> };
     expect(fanout.instance_info['nova_object.version']).toBe(release.objects.InstanceList);
   });
+
+  test('a failed build is handed back: host, node (and 2025.1 compute_id) cleared in the ERROR save, which the release takes', async () => {
+    const mock = new MockPlacement().install();
+    const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(mock.base) }));
+    const peers = new InProcessPeers();
+    const c = new FakeConductor({ release } satisfies FakeConductorOptions);
+    c.useObjectVersions(release.objects);
+    const a = await makeHost('host-a', api, peers, silentLogger(), new NovaControlPlane({ conductor: c, host: 'host-a', myIp: '192.0.2.10', computeNodeId: () => 41, logger: silentLogger() }));
+    a.driver.faults.inject('spawn', { error: new Error('disk full') });
+    const uuid = randomUUID();
+    await api.putAllocations(uuid, { allocations: { [a.rootUuid]: { resources: { VCPU: 2, MEMORY_MB: 2048, DISK_GB: 11 } } }, project_id: 'p', user_id: 'u', consumer_generation: null });
+    await peers.call(a.name, 'build_and_run_instance', { instance: c.instance({ uuid, project_id: 'p', user_id: 'u', vm_state: 'building', task_state: 'scheduling', flavor: { ...FLAVOR } }) }, CTX);
+    const last = c.calls.filter((x) => x.what === 'Instance.save').at(-1);
+    expect(last?.changes).toEqual(release === EPOXY ? ['host', 'node', 'compute_id', 'launched_on', 'vm_state', 'task_state'] : ['host', 'node', 'launched_on', 'vm_state', 'task_state']);
+    expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'error', host: null, node: null, ...(release === EPOXY ? { compute_id: null } : {}) });
+    expect(a.manager.record(uuid)).toBeUndefined();
+  });
 });
 
 test("nova 31's rule, which the fake conductor applies: node saved without compute_id on Instance 2.8 is refused", async () => {

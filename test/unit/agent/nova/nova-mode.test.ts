@@ -135,12 +135,31 @@ describe('compute flows in nova mode', () => {
     await api.putAllocations(uuid, { allocations: { [a.rootUuid]: { resources: { VCPU: 1 } } }, project_id: 'p', user_id: 'u', consumer_generation: null });
     const instance = c.instance({ uuid, project_id: 'p', user_id: 'u', vm_state: 'building', task_state: 'scheduling', flavor: { ...FLAVOR } });
     await peers.call(a.name, 'build_and_run_instance', { instance }, CTX);
-    expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'error', task_state: null });
+    expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'error', task_state: null, host: null, node: null, launched_on: null });
     expect(mock.consumers.has(uuid)).toBe(false);
+    // Handed back as nova-compute hands a failed build back: nova-api deletes it without this host.
+    expect(a.manager.record(uuid)).toBeUndefined();
     const finish = c.calls.find((x) => x.what === 'InstanceActionEvent.event_finish_with_failure');
     expect(String(finish?.kwargs?.exc_val)).toMatch(/does not match the flavor/);
     // The reason `server show` gives for the ERROR, as nova-compute records it for a failed build.
     expect(c.faults).toEqual([expect.objectContaining({ instance_uuid: uuid, message: expect.stringMatching(/does not match the flavor/) as unknown })]);
+  });
+
+  test('a spawn that fails: nova gets ERROR with no host (its delete needs no compute host), the host keeps nothing', async () => {
+    const { c, api, mock, a, peers } = await setup();
+    a.driver.faults.inject('spawn', { error: new Error('disk full') });
+    const uuid = randomUUID();
+    await api.putAllocations(uuid, { allocations: { [a.rootUuid]: { resources: { VCPU: 2, MEMORY_MB: 2048, DISK_GB: 11 } } }, project_id: 'p', user_id: 'u', consumer_generation: null });
+    await peers.call(a.name, 'build_and_run_instance', { instance: c.instance({ uuid, project_id: 'p', user_id: 'u', vm_state: 'building', task_state: 'scheduling', flavor: { ...FLAVOR } }) }, CTX);
+    const error = c.calls.filter((x) => x.what === 'Instance.save').at(-1);
+    // Zed's Instance (the fake conductor's version) has no compute_id; nova-2025 checks the 2025.1 form.
+    expect(error?.changes).toEqual(['host', 'node', 'launched_on', 'vm_state', 'task_state']);
+    expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'error', task_state: null, host: null, node: null });
+    expect(c.faults).toEqual([expect.objectContaining({ instance_uuid: uuid, message: expect.stringMatching(/spawn failed: disk full/) as unknown })]);
+    expect(a.manager.record(uuid)).toBeUndefined();
+    expect(await a.driver.listInstances()).toEqual([]);
+    expect(mock.consumers.has(uuid)).toBe(false);
+    expect(a.manager.removals.pending()).toEqual([]);
   });
 
   test('terminate: saved DELETED, destroyed, the scheduler told, the allocation deleted', async () => {
