@@ -33,7 +33,7 @@ export interface DriverFlavor {
 /** nova's Flavor as the compute manager has it: always named. */
 export type Flavor = DriverFlavor & { readonly name: string };
 
-export const VM_STATES = ['building', 'active', 'stopped', 'resized', 'error', 'deleted'] as const;
+export const VM_STATES = ['building', 'active', 'stopped', 'paused', 'suspended', 'resized', 'error', 'deleted'] as const;
 export type VmState = (typeof VM_STATES)[number];
 
 export const TASK_STATES = [
@@ -54,6 +54,10 @@ export const TASK_STATES = [
   'reboot_started',
   'reboot_started_hard',
   'rebuild_spawning',
+  'pausing',
+  'unpausing',
+  'suspending',
+  'resuming',
 ] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 

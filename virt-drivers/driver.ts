@@ -134,6 +134,27 @@ export interface VirtDriver {
   powerOff(instance: InstanceRef, opts?: PowerOffOptions): Promise<void>;
   /** Restarts an instance: `soft` asks the guest, `hard` resets it (plugging again what of its VIFs is missing). @throws InstanceNotFoundError, InstanceStateError */
   reboot(instance: InstanceRef, type: 'soft' | 'hard'): Promise<void>;
+  /** Stops a running guest's vCPUs where they are; its memory stays. @throws InstanceNotFoundError, InstanceStateError (not running) */
+  pause(instance: InstanceRef): Promise<void>;
+  /** Runs a paused guest's vCPUs again. @throws InstanceNotFoundError, InstanceStateError (not paused) */
+  unpause(instance: InstanceRef): Promise<void>;
+  /**
+   * Saves a running guest's whole state (memory, devices) to the instance's storage and stops it:
+   * the host holds no process for it until `resume`, and the saved state survives an agent or
+   * host restart (power state SUSPENDED). Idempotent: an instance suspended already is left as
+   * it is. On failure the guest runs on as before.
+   * @throws InstanceNotFoundError, InstanceStateError (not running), DriverError
+   */
+  suspend(instance: InstanceRef): Promise<void>;
+  /**
+   * Starts a suspended guest from its saved state, plugging again whatever of its VIFs is
+   * missing; it runs on from where it stopped. Idempotent: a running instance is left as it is.
+   * On failure the saved state is kept (a later resume tries again).
+   * @throws InstanceNotFoundError, InstanceStateError (not suspended), DriverError
+   */
+  resume(instance: InstanceRef): Promise<void>;
+  /** Sends a running guest an NMI (its kernel dumps or panics, as it is configured to). @throws InstanceNotFoundError, InstanceStateError (not running), NotSupportedError */
+  triggerCrashDump(instance: InstanceRef): Promise<void>;
   /**
    * Plugs on this host whatever of `vifs` is not plugged (taps, OVS ports with their external_ids);
    * idempotent. The instance need not exist here (a move's destination before finish_migration or

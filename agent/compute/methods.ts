@@ -111,6 +111,11 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     row('drop_move_claim_at_destination', { instance: A.instanceRef, ...unread('migration') }, (a) => resize.dropMoveClaim(a.instance.uuid)),
     row('stop_instance', { instance: A.instanceRef, clean_shutdown: A.cleanShutdown }, (a, ctx) => m.power.stop(a.instance.uuid, a.clean_shutdown !== false, ctx)),
     row('start_instance', { instance: A.instanceRef }, (a, ctx) => m.power.start(a.instance.uuid, ctx)),
+    row('pause_instance', { instance: A.instanceRef }, (a, ctx) => m.power.pause(a.instance.uuid, ctx)),
+    row('unpause_instance', { instance: A.instanceRef }, (a, ctx) => m.power.unpause(a.instance.uuid, ctx)),
+    row('suspend_instance', { instance: A.instanceRef }, (a, ctx) => m.power.suspend(a.instance.uuid, ctx)),
+    row('resume_instance', { instance: A.instanceRef }, (a, ctx) => m.power.resume(a.instance.uuid, ctx)),
+    row('trigger_crash_dump', { instance: A.instanceRef }, (a, ctx) => m.power.crashDump(a.instance.uuid, ctx)),
     row('reboot_instance', { instance: A.instanceRef, reboot_type: A.rebootType, ...unread('block_device_info') }, (a, ctx) => m.power.reboot(a.instance.uuid, a.reboot_type, ctx)),
     row(
       'rebuild_instance',

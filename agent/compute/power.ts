@@ -1,10 +1,11 @@
 /**
  * An instance's power on one host, as nova-compute runs it: `stop_instance`, `start_instance`,
  * `reboot_instance` (soft: the guest asked to shut down within the driver's timeout, then started,
- * hard past the timeout; hard: reset), `get_console_output` (the serial console log, its last
+ * hard past the timeout; hard: reset), `pause_instance` / `unpause_instance`, `suspend_instance` /
+ * `resume_instance`, `trigger_crash_dump`, `get_console_output` (the serial console log, its last
  * `tail_length` lines), and the periodic power-state sync (nova's `_sync_power_states`: a guest
- * that stopped or died under an ACTIVE instance is reported shut off, a STOPPED instance whose
- * guest runs is stopped again).
+ * that stopped or died under an ACTIVE or PAUSED instance is reported shut off, a STOPPED instance
+ * whose guest runs is stopped again).
  *
  * Each step is recorded before the driver acts, and reported through the transition table's rows
  * (`transitions.ts`). A driver failure clears the task and records the fault (nova's
@@ -69,6 +70,45 @@ export class PowerFlows {
   /** `start_instance`: the guest started; ACTIVE. */
   start(uuid: string, ctx: RequestContext): Promise<void> {
     return this.run(uuid, 'start', ['power_on.start', 'power_on.end', 'power_on.revert'], ctx, (rec) => this.c.driver.powerOn(rec));
+  }
+
+  /** `pause_instance`: the guest's vCPUs stopped where they are; PAUSED. */
+  pause(uuid: string, ctx: RequestContext): Promise<void> {
+    return this.run(uuid, 'pause', ['pause.start', 'pause.end', 'pause.revert'], ctx, (rec) => this.c.driver.pause(rec));
+  }
+
+  /** `unpause_instance`: the guest runs on; ACTIVE. */
+  unpause(uuid: string, ctx: RequestContext): Promise<void> {
+    return this.run(uuid, 'unpause', ['unpause.start', 'unpause.end', 'unpause.revert'], ctx, (rec) => this.c.driver.unpause(rec));
+  }
+
+  /** `suspend_instance`: the guest's state saved on this host, no process left; SUSPENDED. */
+  suspend(uuid: string, ctx: RequestContext): Promise<void> {
+    return this.run(uuid, 'suspend', ['suspend.start', 'suspend.end', 'suspend.revert'], ctx, (rec) => this.c.driver.suspend(rec));
+  }
+
+  /** `resume_instance`: the guest runs on from its saved state; ACTIVE. */
+  resume(uuid: string, ctx: RequestContext): Promise<void> {
+    return this.run(uuid, 'resume', ['resume.start', 'resume.end', 'resume.revert'], ctx, (rec) => this.c.driver.resume(rec));
+  }
+
+  /** `trigger_crash_dump`: an NMI to the guest; no state changes (a failure records the fault). */
+  crashDump(uuid: string, ctx: RequestContext): Promise<void> {
+    const c = this.c;
+    return c.locks.with(uuid, async () => {
+      const rec = c.require(uuid);
+      transition(rec, 'trigger_crash_dump.start');
+      await c.notify(rec, 'trigger_crash_dump.start', ctx);
+      try {
+        await c.driver.triggerCrashDump(rec);
+      } catch (e) {
+        const fault = `crash dump failed: ${reason(e)}`;
+        c.log.warn({ instance: uuid, fault }, 'crash dump failed');
+        await c.notify(rec, 'trigger_crash_dump.error', ctx, fault);
+        return;
+      }
+      await c.notify(rec, 'trigger_crash_dump.end', ctx);
+    });
   }
 
   /**
@@ -136,11 +176,11 @@ export class PowerFlows {
         c.log.warn({ instance: uuid, vm_state: rec.vm_state }, 'instance not found on the hypervisor; power-state sync leaves it');
         return;
       }
-      if (rec.vm_state === 'active' && (power === 'SHUTDOWN' || power === 'CRASHED')) {
+      if ((rec.vm_state === 'active' || rec.vm_state === 'paused') && (power === 'SHUTDOWN' || power === 'CRASHED')) {
         // nova stops it through its API: the driver cleans up what the guest left, then STOPPED.
         await c.driver.powerOff(rec, { timeoutSec: 0 }).catch((e: unknown) => c.log.warn({ instance: uuid, reason: reason(e) }, 'power off of a guest that is down failed'));
         await this.report(rec, 'power_sync.stopped', ctx);
-        c.log.warn({ instance: uuid, power }, 'the guest of an ACTIVE instance is down; instance stopped');
+        c.log.warn({ instance: uuid, power, vm_state: rec.vm_state }, 'the guest of a running instance is down; instance stopped');
         out.stopped.push(uuid);
         return;
       }

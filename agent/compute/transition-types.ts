@@ -25,6 +25,11 @@ export const OPERATIONS = {
   stop_instance: 'stop',
   start_instance: 'start',
   reboot_instance: 'reboot',
+  pause_instance: 'pause',
+  unpause_instance: 'unpause',
+  suspend_instance: 'suspend',
+  resume_instance: 'resume',
+  trigger_crash_dump: 'trigger a crash dump of',
   rebuild_instance: 'rebuild',
   attach_interface: 'attach an interface to',
   detach_interface: 'detach an interface from',
@@ -50,7 +55,7 @@ export interface TargetState {
   readonly vm?: VmState | 'old';
   readonly task?: TaskState | null;
   /** 'old': shut down if the instance was stopped before its move, running otherwise. */
-  readonly power?: 'running' | 'shutdown' | 'nostate' | 'old';
+  readonly power?: 'running' | 'paused' | 'suspended' | 'shutdown' | 'nostate' | 'old';
 }
 
 /**
@@ -89,6 +94,11 @@ export type ActionEvent =
   | 'compute_stop_instance'
   | 'compute_start_instance'
   | 'compute_reboot_instance'
+  | 'compute_pause_instance'
+  | 'compute_unpause_instance'
+  | 'compute_suspend_instance'
+  | 'compute_resume_instance'
+  | 'compute_trigger_crash_dump'
   | 'compute_rebuild_instance'
   | 'compute_attach_interface'
   | 'compute_detach_interface'

@@ -34,15 +34,22 @@ const STOP = 'compute_stop_instance';
 const START = 'compute_start_instance';
 const REBOOT = 'compute_reboot_instance';
 const REBUILD = 'compute_rebuild_instance';
-/** nova's API reboots ACTIVE servers, and STOPPED and ERROR ones hard. */
-const REBOOTABLE = ['active', 'stopped', 'error'] as const;
+/** nova's API reboots ACTIVE servers, and STOPPED, PAUSED, SUSPENDED and ERROR ones hard (`ALLOW_HARD_REBOOT`). */
+const REBOOTABLE = ['active', 'stopped', 'paused', 'suspended', 'error'] as const;
 const REBOOTING = ['reboot_started', 'reboot_started_hard'] as const;
 const ATTACH = 'compute_attach_interface';
 const DETACH = 'compute_detach_interface';
 const ATTACH_VOLUME = 'compute_attach_volume';
 const DETACH_VOLUME = 'compute_detach_volume';
-/** nova's API attaches and detaches interfaces of ACTIVE, PAUSED and STOPPED servers with no task (this agent has no PAUSED). */
-const INTERFACES = { vm: ['active', 'stopped'], task: [null], move: 'none' } as const satisfies StatePattern;
+/** nova's API attaches and detaches interfaces of ACTIVE, PAUSED and STOPPED servers with no task. */
+const INTERFACES = { vm: ['active', 'paused', 'stopped'], task: [null], move: 'none' } as const satisfies StatePattern;
+const PAUSE = 'compute_pause_instance';
+const UNPAUSE = 'compute_unpause_instance';
+const SUSPEND = 'compute_suspend_instance';
+const RESUME = 'compute_resume_instance';
+const CRASH_DUMP = 'compute_trigger_crash_dump';
+/** nova's API triggers a crash dump of these (`ALLOW_TRIGGER_CRASH_DUMP`, less RESCUED, which this agent has not). */
+const CRASH_DUMPABLE = { vm: ['active', 'paused', 'resized', 'error'], task: [null], move: 'none' } as const satisfies StatePattern;
 /** nova's reboot task states (`soft_reboot_states`, `hard_reboot_states`): a soft reboot of a guest that is down is done hard, so either may be found. */
 const NOVA_REBOOTING = ['rebooting', 'reboot_pending', 'reboot_started', 'rebooting_hard', 'reboot_pending_hard', 'reboot_started_hard'];
 
@@ -198,6 +205,37 @@ export const TRANSITIONS = table({
     method: 'reboot_instance', from: { vm: REBOOTABLE, task: REBOOTING, move: 'none' }, to: { vm: 'error', task: null }, notify: 'ERROR',
     nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: REBOOT, phase: 'finish', failure: 'reboot failed' } },
   },
+  // ---- pause, unpause, suspend, resume (nova's API set the task state before the cast; `power.ts`) ----
+  'pause.start': { method: 'pause_instance', from: { vm: ['active'], task: [null, 'pausing'], move: 'none' }, to: { task: 'pausing' }, onFailure: 'pause.revert', notify: 'INFO', nova: { event: { name: PAUSE, phase: 'start' } } },
+  'pause.end': {
+    method: 'pause_instance', from: { vm: ['active'], task: ['pausing'], move: 'none' }, to: { vm: 'paused', task: null, power: 'paused' }, notify: 'INFO',
+    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'pausing' }], event: { name: PAUSE, phase: 'finish' } },
+  },
+  /** The driver failed: the task cleared, the state kept, the fault recorded (nova's `reverts_task_state`, `wrap_instance_fault`). */
+  'pause.revert': { method: 'pause_instance', from: { vm: 'any', task: ['pausing'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: PAUSE, phase: 'finish', failure: 'pause failed' } } },
+  'unpause.start': { method: 'unpause_instance', from: { vm: ['paused'], task: [null, 'unpausing'], move: 'none' }, to: { task: 'unpausing' }, onFailure: 'unpause.revert', notify: 'INFO', nova: { event: { name: UNPAUSE, phase: 'start' } } },
+  'unpause.end': {
+    method: 'unpause_instance', from: { vm: ['paused'], task: ['unpausing'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
+    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'unpausing' }], event: { name: UNPAUSE, phase: 'finish' } },
+  },
+  'unpause.revert': { method: 'unpause_instance', from: { vm: 'any', task: ['unpausing'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: UNPAUSE, phase: 'finish', failure: 'unpause failed' } } },
+  'suspend.start': { method: 'suspend_instance', from: { vm: ['active'], task: [null, 'suspending'], move: 'none' }, to: { task: 'suspending' }, onFailure: 'suspend.revert', notify: 'INFO', nova: { event: { name: SUSPEND, phase: 'start' } } },
+  'suspend.end': {
+    method: 'suspend_instance', from: { vm: ['active'], task: ['suspending'], move: 'none' }, to: { vm: 'suspended', task: null, power: 'suspended' }, notify: 'INFO',
+    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'suspending' }], event: { name: SUSPEND, phase: 'finish' } },
+  },
+  /** nova's `_error_out_instance_on_exception(instance_state=vm_state)`: the state kept, the task cleared, the fault recorded. */
+  'suspend.revert': { method: 'suspend_instance', from: { vm: 'any', task: ['suspending'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: SUSPEND, phase: 'finish', failure: 'suspend failed' } } },
+  'resume.start': { method: 'resume_instance', from: { vm: ['suspended'], task: [null, 'resuming'], move: 'none' }, to: { task: 'resuming' }, onFailure: 'resume.revert', notify: 'INFO', nova: { event: { name: RESUME, phase: 'start' } } },
+  'resume.end': {
+    method: 'resume_instance', from: { vm: ['suspended'], task: ['resuming'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
+    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'resuming' }], event: { name: RESUME, phase: 'finish' } },
+  },
+  'resume.revert': { method: 'resume_instance', from: { vm: 'any', task: ['resuming'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: RESUME, phase: 'finish', failure: 'resume failed' } } },
+  // ---- a crash dump (an NMI): no state changes; a failure records the fault ----
+  'trigger_crash_dump.start': { method: 'trigger_crash_dump', from: CRASH_DUMPABLE, to: {}, onFailure: 'trigger_crash_dump.error', notify: 'INFO', nova: { event: { name: CRASH_DUMP, phase: 'start' } } },
+  'trigger_crash_dump.end': { method: 'trigger_crash_dump', from: CRASH_DUMPABLE, to: {}, notify: 'INFO', nova: { event: { name: CRASH_DUMP, phase: 'finish' } } },
+  'trigger_crash_dump.error': { method: 'trigger_crash_dump', from: CRASH_DUMPABLE, to: {}, notify: 'ERROR', nova: { fault: true, event: { name: CRASH_DUMP, phase: 'finish', failure: 'crash dump failed' } } },
   // ---- rebuild on this host (nova's API set rebuilding and the new image_ref before the cast) ----
   'rebuild.start': {
     method: 'rebuild_instance', from: { vm: ['active', 'stopped', 'error'], task: [null, 'rebuild_spawning'], move: 'none' }, to: { task: 'rebuild_spawning' }, onFailure: 'rebuild.error', notify: 'INFO',
@@ -214,10 +252,10 @@ export const TRANSITIONS = table({
   },
   // ---- the periodic power-state sync (nova's `_sync_power_states`) ----
   /** The driver's power state differs from the recorded one: recorded. */
-  'power_sync.state': { method: '_sync_power_states', from: { vm: ['active', 'stopped'], task: [null], move: 'none' }, to: {}, notify: 'none', nova: { instance: [{ set: { power_state: 'state' }, expected: [null] }] } },
-  /** The guest of an ACTIVE instance shut down or crashed: STOPPED (nova stops it through its API). */
+  'power_sync.state': { method: '_sync_power_states', from: { vm: ['active', 'stopped', 'paused', 'suspended'], task: [null], move: 'none' }, to: {}, notify: 'none', nova: { instance: [{ set: { power_state: 'state' }, expected: [null] }] } },
+  /** The guest of an ACTIVE or PAUSED instance shut down or crashed: STOPPED (nova stops it through its API). */
   'power_sync.stopped': {
-    method: '_sync_power_states', from: { vm: ['active'], task: [null], move: 'none' }, to: { vm: 'stopped', task: null, power: 'shutdown' }, notify: 'INFO',
+    method: '_sync_power_states', from: { vm: ['active', 'paused'], task: [null], move: 'none' }, to: { vm: 'stopped', task: null, power: 'shutdown' }, notify: 'INFO',
     nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: [null] }] },
   },
   // ---- attach and detach an interface (`interfaces.ts`): no state changes; a failure records the fault ----
@@ -244,7 +282,7 @@ export const TRANSITIONS = table({
   'unsupported.call': { method: 'unsupported_method', from: { vm: 'any', task: 'any' }, to: {}, notify: 'none', nova: { instance: [{ set: { task_state: null }, expected: ['updating_password'] }], fault: true } },
   // ---- start-up recovery (nova's init_host) ----
   /** A task a request no longer in the journal left behind, on an instance not moving. */
-  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning'], move: 'none' }, to: { task: null }, notify: 'none', nova: { instance: [{ set: { task_state: 'state' } }] } },
+  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning', 'pausing', 'unpausing', 'suspending', 'resuming'], move: 'none' }, to: { task: null }, notify: 'none', nova: { instance: [{ set: { task_state: 'state' } }] } },
   /** The guest of an ACTIVE instance is gone from the hypervisor. */
   'power_off.error': { method: 'init_host', from: { vm: ['active'], task: 'any', move: 'none' }, to: { vm: 'error', task: null, power: 'nostate' }, notify: 'ERROR', nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }] } },
 });
@@ -261,7 +299,7 @@ export function rowOf(step: FlowStep): Transition {
   return TRANSITIONS[step];
 }
 
-const POWER = { running: POWER_STATE.RUNNING, shutdown: POWER_STATE.SHUTDOWN, nostate: POWER_STATE.NOSTATE } as const;
+const POWER = { running: POWER_STATE.RUNNING, paused: POWER_STATE.PAUSED, suspended: POWER_STATE.SUSPENDED, shutdown: POWER_STATE.SHUTDOWN, nostate: POWER_STATE.NOSTATE } as const;
 
 /**
  * The state `step` leaves an instance in, from `rec` (its state before, or after: a step's

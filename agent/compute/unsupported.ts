@@ -45,10 +45,6 @@ const call = (...args: string[]): Unsupported => ({ kind: 'call', args });
 export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   add_fixed_ip_to_instance: cast('network_id'),
   inject_network_info: cast(),
-  pause_instance: cast(),
-  unpause_instance: cast(),
-  suspend_instance: cast(),
-  resume_instance: cast(),
   remove_fixed_ip_from_instance: cast('address'),
   rescue_instance: cast('rescue_password', 'rescue_image_ref', 'clean_shutdown'),
   unrescue_instance: cast(),
@@ -59,7 +55,6 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   shelve_instance: cast('image_id', 'clean_shutdown', 'accel_uuids'),
   shelve_offload_instance: cast('clean_shutdown', 'accel_uuids'),
   unshelve_instance: cast('image', 'filter_properties', 'node', 'request_spec', 'accel_uuids'),
-  trigger_crash_dump: cast(),
   allow_share: cast('share_mapping'),
   deny_share: cast('share_mapping'),
   live_migration_force_complete: sideCast(),

@@ -239,6 +239,18 @@ export class FakeDriver implements VirtDriver {
     await this.hypervisor.save();
   }
 
+  async pause(instance: InstanceRef): Promise<void> { await this.faults.before('pause'); this.hypervisor.setPower(instance, 'pause', 'RUNNING', 'PAUSED', 'paused'); }
+  async unpause(instance: InstanceRef): Promise<void> { await this.faults.before('unpause'); this.hypervisor.setPower(instance, 'unpause', 'PAUSED', 'RUNNING', 'unpaused'); }
+  async suspend(instance: InstanceRef): Promise<void> { await this.faults.before('suspend'); this.hypervisor.setPower(instance, 'suspend', 'RUNNING', 'SUSPENDED', 'suspended'); }
+  async resume(instance: InstanceRef): Promise<void> { await this.faults.before('resume'); this.hypervisor.setPower(instance, 'resume', 'SUSPENDED', 'RUNNING', 'resumed'); }
+
+  async triggerCrashDump(instance: InstanceRef): Promise<void> {
+    await this.faults.before('triggerCrashDump');
+    const i = this.hypervisor.settled(instance, 'trigger a crash dump');
+    if (i.powerState !== 'RUNNING') throw new InstanceStateError(i.uuid, i.powerState, 'trigger a crash dump');
+    this.hypervisor.print(i, 'NMI received');
+  }
+
   async getConsoleOutput(instance: InstanceRef): Promise<Buffer> {
     await this.faults.before('getConsoleOutput');
     const lines = this.hypervisor.get(instance).console ?? [];

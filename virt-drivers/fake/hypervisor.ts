@@ -147,6 +147,19 @@ export class FakeHypervisor {
     i.powerState = 'RUNNING';
   }
 
+  /**
+   * Moves a settled instance from power state `from` to `to` for `operation` (pause, suspend and
+   * their undoing), printing `event` on its console; already at `to` is fine.
+   * @throws InstanceNotFoundError, InstanceStateError (neither `from` nor `to`)
+   */
+  setPower(ref: InstanceRef, operation: string, from: PowerState, to: PowerState, event: string): void {
+    const i = this.settled(ref, operation);
+    if (i.powerState === to) return;
+    if (i.powerState !== from) throw new InstanceStateError(i.uuid, i.powerState, operation);
+    this.print(i, event);
+    i.powerState = to;
+  }
+
   /** Source of a cold migration: stopped, kept until confirm or revert. */
   migrateOut(ref: InstanceRef): FakeInstance {
     const done = this.instances.get(ref.uuid);

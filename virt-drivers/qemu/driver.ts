@@ -38,6 +38,7 @@ import { defaultPlugger, type VifPlugger } from '../net/plugger';
 import * as nics from './nics';
 import * as vols from './volume-hotplug';
 import * as swap from './volume-swap';
+import * as suspension from './suspend';
 import { MAX_SOCKET_PATH, qemuOptionsFromConfig, type QemuOptions } from './options';
 import { HostProcesses, type VmProcesses } from './process';
 import type { QmpClient } from './qmp';
@@ -269,6 +270,12 @@ export class QemuDriver implements VirtDriver {
   async reboot(instance: InstanceRef, type: 'soft' | 'hard'): Promise<void> {
     return life.reboot(this.host, instance, type);
   }
+
+  async pause(instance: InstanceRef): Promise<void> { return suspension.pause(this.host, instance); }
+  async unpause(instance: InstanceRef): Promise<void> { return suspension.unpause(this.host, instance); }
+  async suspend(instance: InstanceRef): Promise<void> { return suspension.suspend(this.host, instance); }
+  async resume(instance: InstanceRef): Promise<void> { return suspension.resume(this.host, instance); }
+  async triggerCrashDump(instance: InstanceRef): Promise<void> { return suspension.triggerCrashDump(this.host, instance); }
 
   async getConsoleOutput(instance: InstanceRef): Promise<Buffer> {
     return life.consoleOutput(this.host, instance);

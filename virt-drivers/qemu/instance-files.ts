@@ -92,6 +92,8 @@ export interface InstancePaths {
   readonly qmp: string;
   readonly pid: string;
   readonly log: string;
+  /** A suspended guest's saved state (QEMU's migration stream). */
+  readonly suspendState: string;
 }
 
 /** The paths of the files in instance directory `dir`. */
@@ -104,6 +106,7 @@ export function instancePaths(dir: string): InstancePaths {
     qmp: join(dir, 'qmp.sock'),
     pid: join(dir, 'qemu.pid'),
     log: join(dir, 'qemu.log'),
+    suspendState: join(dir, 'suspend.state'),
   };
 }
 
@@ -130,8 +133,11 @@ export interface InstanceRecord {
   /** The image the disk overlay sits on, as resolved on this host. */
   readonly image: { readonly path: string; readonly format: 'raw' | 'qcow2' } | null;
   readonly vm: VmDefinition;
-  /** What the instance should be doing: `running` unless it was powered off. */
-  readonly power: 'running' | 'stopped';
+  /**
+   * What the instance should be doing: `running` unless it was powered off, paused (vCPUs
+   * stopped, the process kept) or suspended (no process; its state saved in the directory).
+   */
+  readonly power: 'running' | 'stopped' | 'paused' | 'suspended';
   readonly task: InstanceTask | null;
   /** The migration `task` belongs to. */
   readonly migration: string | null;
@@ -197,7 +203,7 @@ const recordSchema = z.object({
   imageRef: z.string().nullable(),
   image: z.object({ path: z.string(), format: z.enum(['raw', 'qcow2']) }).nullable(),
   vm: vmDefinitionSchema,
-  power: z.enum(['running', 'stopped']),
+  power: z.enum(['running', 'stopped', 'paused', 'suspended']),
   task: z.enum(['resized-away', 'incoming', 'migrated-out']).nullable(),
   migration: z.string().nullable(),
   process: z.object({ pid: z.number().int().positive(), startTicks: z.string(), startedAt: z.string() }).nullable(),

@@ -181,6 +181,7 @@ export class InstanceTable {
       void this.withLock(m.rec.uuid, () => this.noteExit(m, vm)).catch((e: unknown) => this.log.error({ instance: m.rec.uuid, err: (e as Error).message }, 'cannot record the exit'));
       return (await exists(m.paths.pid)) ? 'CRASHED' : 'SHUTDOWN';
     }
+    if (m.rec.power === 'suspended') return 'SUSPENDED';
     return m.rec.lastExit && !m.rec.lastExit.clean ? 'CRASHED' : 'SHUTDOWN';
   }
 

@@ -150,6 +150,8 @@ export async function reboot(host: QemuHost, ref: InstanceRef, type: 'soft' | 'h
     }
     const how = await host.table.stop(m, type === 'soft' ? host.opts.softRebootTimeoutMs : 0);
     if (type === 'soft' && how === 'hard') host.log.warn({ instance: ref.uuid }, 'the guest did not shut down within wait_soft_reboot_seconds; soft reboot done hard');
+    // A hard reboot boots afresh: a suspended guest's saved state is dropped, as libvirt drops its managed save.
+    await rm(m.paths.suspendState, { force: true });
     await host.table.start(m);
     await host.table.save(m, { power: 'running' });
   });

@@ -62,7 +62,7 @@ describe.each(FLOW_STEPS.filter((s) => rowOf(s).from !== 'new'))('%s', (step) =>
       const old = before.migration?.old_vm_state ?? before.vm_state;
       expect(r.vm_state).toBe(row.to.vm === 'old' ? old : (row.to.vm ?? before.vm_state));
       expect(r.task_state).toBe(row.to.task !== undefined ? row.to.task : before.task_state);
-      const power = { running: POWER_STATE.RUNNING, shutdown: POWER_STATE.SHUTDOWN, nostate: POWER_STATE.NOSTATE, old: old === 'stopped' ? POWER_STATE.SHUTDOWN : POWER_STATE.RUNNING };
+      const power = { running: POWER_STATE.RUNNING, paused: POWER_STATE.PAUSED, suspended: POWER_STATE.SUSPENDED, shutdown: POWER_STATE.SHUTDOWN, nostate: POWER_STATE.NOSTATE, old: old === 'stopped' ? POWER_STATE.SHUTDOWN : POWER_STATE.RUNNING };
       expect(r.power_state).toBe(row.to.power ? power[row.to.power] : before.power_state);
     }
   });
@@ -211,7 +211,7 @@ test('standalone: a step is notified at its row priority, and not at all where t
   for (const step of FLOW_STEPS) await cp.step(rec('active', null), step, { request_id: 'r' });
   const sent = FLOW_STEPS.filter((s) => TRANSITIONS[s].notify !== 'none');
   expect(n.sent.map((x) => [x.event_type, x.priority])).toEqual(sent.map((s) => [`instance.${s}`, TRANSITIONS[s].notify]));
-  expect(n.sent.filter((x) => x.priority === 'ERROR').map((x) => x.event_type)).toEqual(['instance.create.error', 'instance.delete.error', 'instance.resize_prep.error', 'instance.resize.error', 'instance.resize_finish.error', 'instance.power_off.revert', 'instance.power_on.revert', 'instance.reboot.error', 'instance.rebuild.error', 'instance.interface_attach.error', 'instance.interface_detach.error', 'instance.volume_attach.error', 'instance.volume_detach.error', 'instance.unsupported.error', 'instance.power_off.error']);
+  expect(n.sent.filter((x) => x.priority === 'ERROR').map((x) => x.event_type)).toEqual(['instance.create.error', 'instance.delete.error', 'instance.resize_prep.error', 'instance.resize.error', 'instance.resize_finish.error', 'instance.power_off.revert', 'instance.power_on.revert', 'instance.reboot.error', 'instance.pause.revert', 'instance.unpause.revert', 'instance.suspend.revert', 'instance.resume.revert', 'instance.trigger_crash_dump.error', 'instance.rebuild.error', 'instance.interface_attach.error', 'instance.interface_detach.error', 'instance.volume_attach.error', 'instance.volume_detach.error', 'instance.unsupported.error', 'instance.power_off.error']);
   expect(FLOW_STEPS.filter((s) => TRANSITIONS[s].notify === 'none')).toEqual(
     expect.arrayContaining(['create.claimed', 'resize_revert.dest', 'live_migration_post_dest.end']),
   );

@@ -1,0 +1,89 @@
+// Pause, suspend and the crash-dump NMI with real QEMU (TCG, the tick guest): a paused guest stops
+// counting and goes on from the same count; a suspended guest has no process and its state on
+// disk, survives a restart of the driver, and resumes counting from where it was (no second
+// boot); a hard reboot of a suspended guest boots afresh and drops the state; an NMI reaches a
+// running guest.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { InstanceStateError } from '../../../../virt-drivers/errors';
+import { lastTick } from '../../../helpers/tick-guest';
+import { consolePath, describeWithQemu, instanceSpec, processAlive, QemuTestBed, qemuPid, waitFor, waitTick, type TestHost } from '../../../helpers/qemu-hosts';
+
+const U = (n: number): string => `5a5a5a5a-0000-4000-8000-${String(n).padStart(12, '0')}`;
+const boots = (path: string): number => readFileSync(path, 'utf8').match(/tick 0000/g)?.length ?? 0;
+
+describeWithQemu('qemu driver: pause, suspend, crash dump', () => {
+  let bed: QemuTestBed;
+  let a: TestHost;
+
+  beforeAll(async () => {
+    bed = new QemuTestBed();
+    a = bed.host('host-a');
+    await a.driver.init('host-a');
+  });
+  afterAll(async () => {
+    await a.driver.cleanupHost('host-a');
+    bed.cleanup();
+  });
+
+  test('pause stops the count where it is; unpause goes on from there in the same process', async () => {
+    const spec = instanceSpec(U(1), { image: 'tick.img' });
+    const log = consolePath(a, spec.uuid);
+    await a.driver.spawn(spec);
+    await waitTick(log, 1);
+    const pid = qemuPid(a, spec.uuid);
+    await a.driver.pause(spec);
+    expect(await a.driver.getInfo(spec)).toMatchObject({ powerState: 'PAUSED' });
+    const at = lastTick(log) ?? -1;
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(lastTick(log)).toBe(at);
+    await expect(a.driver.triggerCrashDump(spec)).rejects.toThrow(InstanceStateError);
+    await a.driver.unpause(spec);
+    expect(await a.driver.getInfo(spec)).toMatchObject({ powerState: 'RUNNING' });
+    await waitTick(log, at + 1);
+    expect(qemuPid(a, spec.uuid)).toBe(pid);
+    await a.driver.triggerCrashDump(spec); // the tick guest has no NMI handler: it runs on
+    await waitTick(log, at + 2);
+    await a.driver.destroy(spec);
+  });
+
+  test('suspend: no process, the state on disk; a restarted driver finds it SUSPENDED and resumes it counting on', async () => {
+    const spec = instanceSpec(U(2), { image: 'tick.img', memoryMb: 64 });
+    const log = consolePath(a, spec.uuid);
+    const state = join(a.instancesPath, spec.uuid, 'suspend.state');
+    await a.driver.spawn(spec);
+    await waitTick(log, 2);
+    const pid = qemuPid(a, spec.uuid);
+    const t0 = Date.now();
+    await a.driver.suspend(spec);
+    const suspendMs = Date.now() - t0;
+    const at = lastTick(log) ?? -1;
+    expect(processAlive(pid)).toBe(false);
+    expect(existsSync(state)).toBe(true);
+    expect(await a.driver.getInfo(spec)).toMatchObject({ powerState: 'SUSPENDED' });
+    await a.driver.suspend(spec); // idempotent
+    await expect(a.driver.unpause(spec)).rejects.toThrow(InstanceStateError);
+
+    await a.driver.cleanupHost('host-a');
+    const next = a.restart();
+    await next.init('host-a');
+    expect(await next.getInfo(spec)).toMatchObject({ powerState: 'SUSPENDED' });
+    const t1 = Date.now();
+    await next.resume(spec);
+    const resumeMs = Date.now() - t1;
+    expect(await next.getInfo(spec)).toMatchObject({ powerState: 'RUNNING' });
+    expect(existsSync(state)).toBe(false);
+    const after = await waitTick(log, at + 1);
+    expect(after).toBeGreaterThan(at);
+    expect(boots(log)).toBe(1); // resumed, not booted again
+    await next.resume(spec); // idempotent
+
+    // A hard reboot of a suspended guest boots afresh and drops the saved state.
+    await next.suspend(spec);
+    await next.reboot(spec, 'hard');
+    expect(existsSync(state)).toBe(false);
+    await waitFor('a second boot', () => boots(log) === 2);
+    await next.destroy(spec);
+    console.log(`suspend of a 64 MiB guest: ${suspendMs} ms; resume: ${resumeMs} ms`);
+  });
+});
