@@ -1,0 +1,138 @@
+// The server actions beyond boot, stop and move, through nova's API on scripts/cloud (nova 31, two
+// agents in nova mode, real QEMU), each with its end state checked in nova and in the guest (the
+// tick guest, which prints a counter on its serial console):
+// - pause and unpause: PAUSED, the count stands still; ACTIVE, it goes on in the same QEMU;
+// - suspend and resume across an agent restart: SUSPENDED with no QEMU process, the agent
+//   SIGKILLed and started again, then ACTIVE with the count going on from where it was (no second
+//   boot); a crash dump (NMI) is accepted and finishes its action without a fault;
+// - the agent SIGKILLed in the middle of a suspend (its QEMU frozen, so the save waits), then
+//   started again: the suspend completes from the journal, SUSPENDED; resumed, the guest counts on.
+//
+// The cloud is shared with the other files of test/integration/cloud (test/helpers/cloud.ts).
+import { execFileSync } from 'node:child_process';
+import { SharedCloud, type ServerView } from '../../helpers/cloud';
+import { neutronUnavailable } from '../../helpers/neutron-cloud';
+import { HAVE_QEMU } from '../../helpers/qemu-hosts';
+import { tickImage, ticks } from '../../helpers/tick-guest';
+import { waitUntil } from '../../helpers/wait';
+
+jest.setTimeout(900_000);
+const log = (line: string): boolean => process.stdout.write(`cloud-server-actions: ${line}\n`);
+
+const unavailable = HAVE_QEMU ? neutronUnavailable() : 'qemu-system-x86_64 / qemu-img not installed';
+if (unavailable) log(`skipped: ${unavailable}`);
+const suite = unavailable ? describe.skip : describe;
+
+/** The pid of server `id`'s QEMU, or 0 when none runs. */
+function qemuPid(id: string): number {
+  try {
+    return Number(execFileSync('pgrep', ['-f', `qemu-system.*${id}`], { encoding: 'utf8' }).trim().split('\n')[0] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
+suite('server actions through nova’s API on real guests (scripts/cloud)', () => {
+  let cloud: SharedCloud;
+  let tick = '';
+  const servers: string[] = [];
+
+  const boot = async (name: string, host: string): Promise<string> => {
+    const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name, flavorRef: 'ca-net', imageRef: tick, networks: 'none', host } }, 'server', '2.74');
+    servers.push(s.id);
+    await cloud.settled<ServerView>(s.id, 'ACTIVE');
+    return s.id;
+  };
+  const count = async (id: string): Promise<number[]> => ticks((await cloud.consoleOf(id, 400)).replace(/\r/g, ''));
+  const lastCount = async (id: string): Promise<number> => (await count(id)).at(-1) ?? -1;
+  const countsPast = async (id: string, n: number): Promise<number> => {
+    let last = -1;
+    await waitUntil(`server ${id} counts past ${n}`, async () => (last = await lastCount(id)) > n, 60_000);
+    return last;
+  };
+  const act = (id: string, body: Record<string, unknown>, microversion?: string): Promise<unknown> => cloud.must('nova', 'POST', `/servers/${id}/action`, body, undefined, microversion);
+  /** The compute host's action event `event` of server `id`'s latest `action`, once one is recorded. */
+  const actionEvent = async (id: string, action: string, event: string): Promise<{ finish_time: string | null; result: string | null } | undefined> => {
+    const actions = await cloud.must<Array<{ action: string; request_id: string }>>('nova', 'GET', `/servers/${id}/os-instance-actions`, undefined, 'instanceActions');
+    const latest = actions.find((a) => a.action === action);
+    if (!latest) return undefined;
+    const detail = await cloud.must<{ events?: Array<{ event: string; finish_time: string | null; result: string | null }> }>('nova', 'GET', `/servers/${id}/os-instance-actions/${latest.request_id}`, undefined, 'instanceAction', '2.51');
+    return detail.events?.find((e) => e.event === event);
+  };
+
+  beforeAll(async () => {
+    cloud = await SharedCloud.start(log);
+    tick = await cloud.uploadImage(`tick-actions-${Date.now()}`, tickImage(), 'raw');
+  });
+
+  afterAll(async () => {
+    for (const id of servers) await cloud?.call('nova', 'DELETE', `/servers/${id}`).catch(() => undefined);
+    for (const id of servers) await waitUntil(`server ${id} is gone`, async () => (await cloud.server(id)) === undefined, 120_000).catch(() => undefined);
+    if (tick) await cloud?.call('glance', 'DELETE', `/v2/images/${tick}`).catch(() => undefined);
+    await cloud?.stop();
+  });
+
+  test('pause and unpause; suspend, the agent SIGKILLed and restarted, resume: the count stands still and then goes on from where it was; a crash dump is accepted', async () => {
+    const [hostA = ''] = cloud.hosts;
+    const id = await boot('actions-tick', hostA);
+    const pid = qemuPid(id);
+    await countsPast(id, 1);
+
+    await act(id, { pause: null });
+    expect(await cloud.settled(id, 'PAUSED', 60_000)).toMatchObject({ 'OS-EXT-STS:power_state': 3 });
+    const paused = await lastCount(id);
+    await new Promise((r) => setTimeout(r, 2000));
+    expect(await lastCount(id)).toBe(paused);
+    await act(id, { unpause: null });
+    await cloud.settled(id, 'ACTIVE', 60_000);
+    await countsPast(id, paused);
+    expect(qemuPid(id)).toBe(pid);
+
+    const t0 = Date.now();
+    await act(id, { suspend: null });
+    expect(await cloud.settled(id, 'SUSPENDED', 120_000)).toMatchObject({ 'OS-EXT-STS:power_state': 7 });
+    log(`suspend through nova's API: ${Date.now() - t0} ms`);
+    const suspended = await lastCount(id);
+    expect(qemuPid(id)).toBe(0);
+    process.kill(cloud.agentPid(hostA), 'SIGKILL');
+    await cloud.restartAgent(hostA);
+    expect(await cloud.server(id)).toMatchObject({ status: 'SUSPENDED', 'OS-EXT-STS:task_state': null });
+    const t1 = Date.now();
+    await act(id, { resume: null });
+    expect(await cloud.settled(id, 'ACTIVE', 120_000)).toMatchObject({ 'OS-EXT-STS:power_state': 1 });
+    log(`resume through nova's API: ${Date.now() - t1} ms`);
+    await countsPast(id, suspended);
+    const all = await count(id);
+    expect(all.filter((n) => n === 0)).toHaveLength(1); // resumed, never booted again
+    expect(all.slice(all.indexOf(suspended)).every((n, i) => n === suspended + i)).toBe(true); // no tick lost or repeated
+
+    await act(id, { trigger_crash_dump: null }, '2.17');
+    await waitUntil('the crash dump action finishes', async () => !!(await actionEvent(id, 'trigger_crash_dump', 'compute_trigger_crash_dump'))?.finish_time, 30_000);
+    expect((await actionEvent(id, 'trigger_crash_dump', 'compute_trigger_crash_dump'))?.result).toBe('Success');
+    expect(await cloud.server(id)).toMatchObject({ status: 'ACTIVE', 'OS-EXT-STS:task_state': null });
+  });
+
+  test('the agent SIGKILLed in the middle of a suspend and started again: the suspend completes, SUSPENDED; resumed, the guest counts on', async () => {
+    const [, hostB = ''] = cloud.hosts;
+    const id = await boot('actions-kill', hostB);
+    await countsPast(id, 1);
+    const pid = qemuPid(id);
+    // Frozen, QEMU answers nothing: the agent's suspend waits on it, with the task `suspending`.
+    process.kill(pid, 'SIGSTOP');
+    try {
+      await act(id, { suspend: null });
+      await waitUntil('the agent started the suspend', async () => (await actionEvent(id, 'suspend', 'compute_suspend_instance')) !== undefined, 30_000);
+      process.kill(cloud.agentPid(hostB), 'SIGKILL');
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    await cloud.restartAgent(hostB);
+    expect(await cloud.settled(id, 'SUSPENDED', 120_000)).toMatchObject({ 'OS-EXT-STS:power_state': 7 });
+    expect(qemuPid(id)).toBe(0);
+    const suspended = await lastCount(id);
+    await act(id, { resume: null });
+    await cloud.settled(id, 'ACTIVE', 120_000);
+    await countsPast(id, suspended);
+    expect((await count(id)).filter((n) => n === 0)).toHaveLength(1);
+  });
+});
