@@ -45,7 +45,8 @@ import { Dispatcher } from './rpc/endpoint/dispatcher';
 import { backoffDelay } from '../lib/backoff';
 import { systemClock, type Clock } from '../lib/clock';
 import type { NovaParts } from './nova/wiring';
-import { createDriver, createTracker, type TrackerParts } from './wiring';
+import { createDriver, createTracker, glanceWritesFromConfig, type TrackerParts } from './wiring';
+import type { GlanceImageWrites } from '../virt-drivers/glance/api';
 import { cinderFromConfig } from './volume/factory';
 import { networkFromConfig } from './network/factory';
 
@@ -168,6 +169,7 @@ export class Daemon {
         allocateRetries: config.DEFAULT.block_device_allocate_retries,
         allocateIntervalS: config.DEFAULT.block_device_allocate_retries_interval,
       },
+      ...withImages(config, this.clock),
       ...(nova ? { controlPlane: nova.controlPlane } : {}),
     });
     this.manager = manager;
@@ -321,4 +323,10 @@ export class Daemon {
 function unreachable(e: unknown): boolean {
   for (let x: unknown = e; x instanceof Error; x = x.cause) if (x instanceof PlacementUnavailableError) return true;
   return false;
+}
+
+/** The manager's Glance writes, when Glance is configured. */
+function withImages(config: AgentConfig, clock: Clock): { images?: GlanceImageWrites } {
+  const images = glanceWritesFromConfig(config, clock);
+  return images ? { images } : {};
 }

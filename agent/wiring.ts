@@ -10,7 +10,8 @@ import { Auditor, type AuditDeps } from '../tracker/audit';
 import { loadOrCreateComputeId } from '../tracker/identity';
 import { initialRatiosFrom, ResourceTracker } from '../tracker/tracker';
 import type { VirtDriver } from '../virt-drivers/driver';
-import type { GlanceAuth } from '../virt-drivers/glance/api';
+import { StaticGlanceAuth, type GlanceAuth, type GlanceImageWrites } from '../virt-drivers/glance/api';
+import { GlanceHttpClient } from '../virt-drivers/glance/http';
 import { ProcessExec, type Exec } from '../virt-drivers/host/exec';
 import { RootedHostFs, type HostFs } from '../virt-drivers/host/host-fs';
 import { builtinDrivers, type DriverRegistry } from '../virt-drivers/registry';
@@ -49,6 +50,17 @@ export function createDriver(d: DriverDeps): VirtDriver {
     fs: d.fs ?? new RootedHostFs('/'),
     ...withGlanceAuth(d.config),
   });
+}
+
+/**
+ * Glance's image writes for the compute manager (snapshots, backups), with the agent's own
+ * credentials as the driver's image cache reads Glance: keystone's catalog, or `[glance]
+ * endpoint_override` without a token. Undefined when neither is configured.
+ */
+export function glanceWritesFromConfig(config: AgentConfig, clock: Clock = systemClock): GlanceImageWrites | undefined {
+  const override = config.glance.endpoint_override;
+  const auth = glanceAuthFromConfig(config) ?? (override ? new StaticGlanceAuth(override) : undefined);
+  return auth ? new GlanceHttpClient({ auth, numRetries: config.glance.num_retries, timeoutMs: config.glance.timeout * 1000, clock }) : undefined;
 }
 
 /** The agent's keystone auth for Glance, when it has keystone auth (see glanceAuthFromConfig). */

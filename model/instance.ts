@@ -58,6 +58,10 @@ export const TASK_STATES = [
   'unpausing',
   'suspending',
   'resuming',
+  'image_snapshot',
+  'image_backup',
+  'image_pending_upload',
+  'image_uploading',
 ] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 

@@ -9,6 +9,7 @@
  * Lifecycle methods are named after nova's and called on the host nova calls them on (noted as
  * "source" or "destination"). A method a driver cannot do throws `NotSupportedError`.
  */
+import type { Readable } from 'node:stream';
 import type { AgentConfig } from '../config/schema';
 import type { ProviderTree } from '../model/provider-tree';
 import type { NetworkInfo, Vif } from '../model/network';
@@ -74,6 +75,15 @@ export interface SpawnOptions {
    * rejects, spawn undoes everything and rethrows that error unchanged.
    */
   readonly beforeRun?: () => Promise<void>;
+}
+
+/** A copy of an instance's root disk as of one instant, as `snapshot` hands it over. */
+export interface SnapshotImage {
+  /** The copy's data, to be read once. */
+  readonly data: Readable;
+  readonly bytes: number;
+  /** Glance's `disk_format` of the data. */
+  readonly diskFormat: 'qcow2' | 'raw';
 }
 
 export interface VirtDriver {
@@ -207,6 +217,13 @@ export interface VirtDriver {
   swapVolume(instance: InstanceRef, oldVolumeId: string, newVolume: AttachedVolume): Promise<void>;
   /** Tells a running guest that volume `volumeId` is now `bytes` long (a stopped one sees it at its next start). @throws InstanceNotFoundError, NotSupportedError, DriverError */
   extendVolume(instance: InstanceRef, volumeId: string, bytes: number): Promise<void>;
+  /**
+   * Copies the instance's root disk as it is now, consistently (a running guest runs on; the copy
+   * is of one instant), and hands the copy to `upload`; the driver's copy is removed afterwards,
+   * whether `upload` succeeded or not. The guest is not held while `upload` runs.
+   * @throws InstanceNotFoundError, InstanceStateError (in a move), NotSupportedError (no local root disk), DriverError, what `upload` threw
+   */
+  snapshot(instance: InstanceRef, upload: (image: SnapshotImage) => Promise<void>): Promise<void>;
   /** The guest's serial console log as the hypervisor kept it (at most its last 100 KiB, nova libvirt's cap). @throws InstanceNotFoundError */
   getConsoleOutput(instance: InstanceRef): Promise<Buffer>;
 

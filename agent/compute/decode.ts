@@ -188,6 +188,12 @@ export const computeArgs = {
   migrateData: arg.optional(fromSchema('a LiveMigrateData (object primitive or plain object) or null', z.record(z.string(), z.unknown()).nullable(), (d) => (d ?? {}) as LiveMigrateData), {}),
   /** A string nova may leave out or send as null. */
   optionalString: arg.optional(arg.nullable(arg.string()), null),
+  /** The Glance image a snapshot or backup fills (nova's API created it). */
+  imageId: fromSchema('an image id (letters, digits and -)', z.string().regex(/^[A-Za-z0-9-]{1,64}$/, 'letters, digits and -'), same),
+  /** `backup_instance`'s `backup_type`: a word such as daily or weekly. */
+  backupType: fromSchema('a backup type (a non-empty string)', z.string().min(1, 'a non-empty string'), same),
+  /** `backup_instance`'s `rotation`: how many backups of the type to keep. */
+  rotation: fromSchema('an integer >= 0', z.number().int('an integer').min(0, 'an integer >= 0'), same),
   /** `reboot_instance`'s `reboot_type`. */
   rebootType: fromSchema("'SOFT' or 'HARD'", z.enum(['SOFT', 'HARD']), same),
   /** `rebuild_instance`'s `recreate` (an evacuation): absent or null is false. */

@@ -38,6 +38,8 @@ import type { ComputePeers, Notifier, RecordStore, RequestContext } from './port
 import { AllocationRemovals } from './removals';
 import { AttachmentDeletes } from './attachment-deletes';
 import { ResizeFlows } from './resize';
+import { SnapshotFlows } from './snapshot';
+import type { GlanceImageWrites } from '../../virt-drivers/glance/api';
 
 export type { BuildOptions } from './lifecycle';
 
@@ -68,6 +70,8 @@ export interface ManagerDeps {
   readonly clock?: Clock;
   /** Cinder, this host's address for it (`[DEFAULT] my_ip`), and how long a build waits for a volume it created. Absent: no Cinder (builds with volumes fail clearly). */
   readonly volumes?: { readonly cinder: CinderClients; readonly ip: string; readonly allocateRetries: number; readonly allocateIntervalS: number };
+  /** Glance's image writes (snapshots, backups). Absent: no Glance (a snapshot fails with what to set). */
+  readonly images?: GlanceImageWrites;
 }
 
 /** Cinder when none is configured: builds with volume mappings fail with what to set. */
@@ -100,6 +104,8 @@ export class ComputeManager {
   /** `reserve_block_device_name`, `attach_volume`, `detach_volume`, `volume-extended`. */
   readonly volumeAttach: VolumeAttachFlows;
   readonly volumeSwap: VolumeSwapFlows;
+  /** `snapshot_instance`, `backup_instance`. */
+  readonly snapshots: SnapshotFlows;
   private readonly lifecycle: LifecycleFlows;
 
   constructor(readonly deps: ManagerDeps) {
@@ -155,6 +161,7 @@ export class ComputeManager {
     this.resize = new ResizeFlows(this.context, this.networking, volumeMoves);
     this.live = new LiveFlows(this.context, this.networking, volumeMoves);
     this.power = new PowerFlows(this.context);
+    this.snapshots = new SnapshotFlows(this.context, deps.images);
   }
 
   get host(): string {

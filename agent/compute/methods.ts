@@ -116,6 +116,10 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     row('suspend_instance', { instance: A.instanceRef }, (a, ctx) => m.power.suspend(a.instance.uuid, ctx)),
     row('resume_instance', { instance: A.instanceRef }, (a, ctx) => m.power.resume(a.instance.uuid, ctx)),
     row('trigger_crash_dump', { instance: A.instanceRef }, (a, ctx) => m.power.crashDump(a.instance.uuid, ctx)),
+    row('snapshot_instance', { instance: A.instanceRef, image_id: A.imageId }, (a, ctx) => m.snapshots.snapshot(a.instance.uuid, a.image_id, ctx)),
+    row('backup_instance', { instance: A.instanceRef, image_id: A.imageId, backup_type: A.backupType, rotation: A.rotation }, (a, ctx) =>
+      m.snapshots.backup(a.instance.uuid, a.image_id, { type: a.backup_type, rotation: a.rotation }, ctx),
+    ),
     row('reboot_instance', { instance: A.instanceRef, reboot_type: A.rebootType, ...unread('block_device_info') }, (a, ctx) => m.power.reboot(a.instance.uuid, a.reboot_type, ctx)),
     row(
       'rebuild_instance',

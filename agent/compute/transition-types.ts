@@ -30,6 +30,8 @@ export const OPERATIONS = {
   suspend_instance: 'suspend',
   resume_instance: 'resume',
   trigger_crash_dump: 'trigger a crash dump of',
+  snapshot_instance: 'snapshot',
+  backup_instance: 'back up',
   rebuild_instance: 'rebuild',
   attach_interface: 'attach an interface to',
   detach_interface: 'detach an interface from',
@@ -99,6 +101,8 @@ export type ActionEvent =
   | 'compute_suspend_instance'
   | 'compute_resume_instance'
   | 'compute_trigger_crash_dump'
+  | 'compute_snapshot_instance'
+  | 'compute_backup_instance'
   | 'compute_rebuild_instance'
   | 'compute_attach_interface'
   | 'compute_detach_interface'

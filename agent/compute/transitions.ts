@@ -48,6 +48,12 @@ const UNPAUSE = 'compute_unpause_instance';
 const SUSPEND = 'compute_suspend_instance';
 const RESUME = 'compute_resume_instance';
 const CRASH_DUMP = 'compute_trigger_crash_dump';
+const SNAPSHOT = 'compute_snapshot_instance';
+const BACKUP = 'compute_backup_instance';
+/** nova's API snapshots and backs up ACTIVE, STOPPED, PAUSED and SUSPENDED servers. */
+const SNAPSHOTTABLE = ['active', 'stopped', 'paused', 'suspended'] as const;
+/** A snapshot's or backup's task states on this host (a replay finds any of them). */
+const IMAGING = ['image_snapshot', 'image_backup', 'image_pending_upload', 'image_uploading'] as const;
 /** nova's API triggers a crash dump of these (`ALLOW_TRIGGER_CRASH_DUMP`, less RESCUED, which this agent has not). */
 const CRASH_DUMPABLE = { vm: ['active', 'paused', 'resized', 'error'], task: [null], move: 'none' } as const satisfies StatePattern;
 /** nova's reboot task states (`soft_reboot_states`, `hard_reboot_states`): a soft reboot of a guest that is down is done hard, so either may be found. */
@@ -236,6 +242,35 @@ export const TRANSITIONS = table({
   'trigger_crash_dump.start': { method: 'trigger_crash_dump', from: CRASH_DUMPABLE, to: {}, onFailure: 'trigger_crash_dump.error', notify: 'INFO', nova: { event: { name: CRASH_DUMP, phase: 'start' } } },
   'trigger_crash_dump.end': { method: 'trigger_crash_dump', from: CRASH_DUMPABLE, to: {}, notify: 'INFO', nova: { event: { name: CRASH_DUMP, phase: 'finish' } } },
   'trigger_crash_dump.error': { method: 'trigger_crash_dump', from: CRASH_DUMPABLE, to: {}, notify: 'ERROR', nova: { fault: true, event: { name: CRASH_DUMP, phase: 'finish', failure: 'crash dump failed' } } },
+  // ---- snapshot and backup to Glance (`snapshot.ts`; nova's API set image_snapshot_pending or image_backup and created the image) ----
+  'snapshot.start': {
+    method: 'snapshot_instance', from: { vm: SNAPSHOTTABLE, task: [null, ...IMAGING], move: 'none' }, to: { task: 'image_snapshot' }, onFailure: 'snapshot.revert', notify: 'INFO',
+    nova: { instance: [{ set: { task_state: 'state' }, expected: ['image_snapshot_pending', ...IMAGING] }, { set: { power_state: 'state' } }], event: { name: SNAPSHOT, phase: 'start' } },
+  },
+  'backup.start': {
+    method: 'backup_instance', from: { vm: SNAPSHOTTABLE, task: [null, ...IMAGING], move: 'none' }, to: { task: 'image_backup' }, onFailure: 'backup.revert', notify: 'INFO',
+    nova: { instance: [{ set: { power_state: 'state' } }], event: { name: BACKUP, phase: 'start' } },
+  },
+  /** The disk is being copied (nova's driver sets it before the copy). */
+  'snapshot.pending': {
+    method: 'snapshot_instance', from: { vm: SNAPSHOTTABLE, task: IMAGING, move: 'none' }, to: { task: 'image_pending_upload' }, notify: 'none',
+    nova: { instance: [{ set: { task_state: 'state' }, expected: IMAGING }] },
+  },
+  'snapshot.uploading': {
+    method: 'snapshot_instance', from: { vm: SNAPSHOTTABLE, task: ['image_pending_upload', 'image_uploading'], move: 'none' }, to: { task: 'image_uploading' }, notify: 'none',
+    nova: { instance: [{ set: { task_state: 'state' }, expected: ['image_pending_upload', 'image_uploading'] }] },
+  },
+  'snapshot.end': {
+    method: 'snapshot_instance', from: { vm: SNAPSHOTTABLE, task: ['image_uploading'], move: 'none' }, to: { task: null }, notify: 'INFO',
+    nova: { instance: [{ set: { task_state: 'state' }, expected: 'image_uploading' }], event: { name: SNAPSHOT, phase: 'finish' } },
+  },
+  'backup.end': {
+    method: 'backup_instance', from: { vm: SNAPSHOTTABLE, task: ['image_uploading'], move: 'none' }, to: { task: null }, notify: 'INFO',
+    nova: { instance: [{ set: { task_state: 'state' }, expected: 'image_uploading' }], event: { name: BACKUP, phase: 'finish' } },
+  },
+  /** The copy or the upload failed: the task cleared, the fault recorded, the image deleted (nova's `delete_image_on_error`). */
+  'snapshot.revert': { method: 'snapshot_instance', from: { vm: 'any', task: IMAGING, move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: SNAPSHOT, phase: 'finish', failure: 'snapshot failed' } } },
+  'backup.revert': { method: 'backup_instance', from: { vm: 'any', task: IMAGING, move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: BACKUP, phase: 'finish', failure: 'backup failed' } } },
   // ---- rebuild on this host (nova's API set rebuilding and the new image_ref before the cast) ----
   'rebuild.start': {
     method: 'rebuild_instance', from: { vm: ['active', 'stopped', 'error'], task: [null, 'rebuild_spawning'], move: 'none' }, to: { task: 'rebuild_spawning' }, onFailure: 'rebuild.error', notify: 'INFO',
@@ -282,7 +317,7 @@ export const TRANSITIONS = table({
   'unsupported.call': { method: 'unsupported_method', from: { vm: 'any', task: 'any' }, to: {}, notify: 'none', nova: { instance: [{ set: { task_state: null }, expected: ['updating_password'] }], fault: true } },
   // ---- start-up recovery (nova's init_host) ----
   /** A task a request no longer in the journal left behind, on an instance not moving. */
-  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning', 'pausing', 'unpausing', 'suspending', 'resuming'], move: 'none' }, to: { task: null }, notify: 'none', nova: { instance: [{ set: { task_state: 'state' } }] } },
+  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning', 'pausing', 'unpausing', 'suspending', 'resuming', ...IMAGING], move: 'none' }, to: { task: null }, notify: 'none', nova: { instance: [{ set: { task_state: 'state' } }] } },
   /** The guest of an ACTIVE instance is gone from the hypervisor. */
   'power_off.error': { method: 'init_host', from: { vm: ['active'], task: 'any', move: 'none' }, to: { vm: 'error', task: null, power: 'nostate' }, notify: 'ERROR', nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }] } },
 });

@@ -48,8 +48,6 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   remove_fixed_ip_from_instance: cast('address'),
   rescue_instance: cast('rescue_password', 'rescue_image_ref', 'clean_shutdown'),
   unrescue_instance: cast(),
-  backup_instance: cast('image_id', 'backup_type', 'rotation'),
-  snapshot_instance: cast('image_id'),
   soft_delete_instance: cast(),
   restore_instance: cast(),
   shelve_instance: cast('image_id', 'clean_shutdown', 'accel_uuids'),

@@ -125,8 +125,8 @@ export interface HarnessHost {
   readonly notifier: MemoryNotifier;
 }
 
-/** What a test may add to a host's manager: a Neutron (a `NetworkService` over a fake), the vif plugging options, the clock of event waits. */
-export type HostExtras = Partial<Pick<ManagerDeps, 'network' | 'vifPlugging' | 'clock' | 'volumes'>>;
+/** What a test may add to a host's manager: a Neutron (a `NetworkService` over a fake), the vif plugging options, the clock of event waits, Cinder, Glance's writes. */
+export type HostExtras = Partial<Pick<ManagerDeps, 'network' | 'vifPlugging' | 'clock' | 'volumes' | 'images'>>;
 
 /**
  * The extras of host `name` whose ports live in `neutron`: a `NetworkService` binding to `name`,
@@ -161,12 +161,12 @@ export async function makeHost(name: string, api: PlacementApi, peers: InProcess
  * One host on a mocked Placement, in nova mode when `conductor` is given (nova's control plane
  * writing through it): what the single-host flow tests share.
  */
-export async function singleHost(name: string, conductor?: Conductor): Promise<{ mock: MockPlacement; api: PlacementClient; peers: InProcessPeers; host: HarnessHost }> {
+export async function singleHost(name: string, conductor?: Conductor, extras: HostExtras = {}): Promise<{ mock: MockPlacement; api: PlacementClient; peers: InProcessPeers; host: HarnessHost }> {
   const mock = new MockPlacement().install();
   const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(mock.base) }));
   const peers = new InProcessPeers();
   const cp = conductor ? new NovaControlPlane({ conductor, host: name, myIp: '192.0.2.10', computeNodeId: () => 1, logger: silentLogger() }) : undefined;
-  return { mock, api, peers, host: await makeHost(name, api, peers, silentLogger(), cp) };
+  return { mock, api, peers, host: await makeHost(name, api, peers, silentLogger(), cp, extras) };
 }
 
 export { FLAVOR, instanceArgs } from './instance-args';

@@ -12,11 +12,12 @@
  * conformance suite is checked against. It is not: persistent; instances vanish with the process.
  */
 import { promises as fsp } from 'node:fs';
+import { Readable } from 'node:stream';
 import type { Logger } from '../../lib/logging/logger';
 import type { ProviderTree } from '../../model/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
 import type { NetworkInfo, Vif } from '../../model/network';
-import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type SpawnOptions, type VirtDriver } from '../driver';
+import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type SnapshotImage, type SpawnOptions, type VirtDriver } from '../driver';
 import { DriverError, DriverInitError, InstanceExistsError, InstanceStateError, MigrationPreCheckError } from '../errors';
 import { discoverHost, type HostFacts } from '../host/discover';
 import { applyPlan, RootProviderMissingError } from '../layout/apply';
@@ -243,6 +244,15 @@ export class FakeDriver implements VirtDriver {
   async unpause(instance: InstanceRef): Promise<void> { await this.faults.before('unpause'); this.hypervisor.setPower(instance, 'unpause', 'PAUSED', 'RUNNING', 'unpaused'); }
   async suspend(instance: InstanceRef): Promise<void> { await this.faults.before('suspend'); this.hypervisor.setPower(instance, 'suspend', 'RUNNING', 'SUSPENDED', 'suspended'); }
   async resume(instance: InstanceRef): Promise<void> { await this.faults.before('resume'); this.hypervisor.setPower(instance, 'resume', 'SUSPENDED', 'RUNNING', 'resumed'); }
+
+  /** A snapshot: the fake disk is one line naming the instance and its power state at the copy. */
+  async snapshot(instance: InstanceRef, upload: (image: SnapshotImage) => Promise<void>): Promise<void> {
+    await this.faults.before('snapshot');
+    const i = this.hypervisor.settled(instance, 'snapshot');
+    const disk = Buffer.from(`fake disk of ${i.name}, ${i.powerState.toLowerCase()}\n`);
+    this.hypervisor.print(i, 'disk copied for a snapshot');
+    await upload({ data: Readable.from([disk]), bytes: disk.length, diskFormat: 'raw' });
+  }
 
   async triggerCrashDump(instance: InstanceRef): Promise<void> {
     await this.faults.before('triggerCrashDump');

@@ -1,6 +1,7 @@
 /**
- * The Glance port: the two Image API v2 calls the qemu driver's image cache makes, and the auth
- * port the client gets its token and endpoint from.
+ * The Glance ports: the two Image API v2 calls the qemu driver's image cache makes, the writes a
+ * snapshot makes (the compute manager's), and the auth port the client gets its token and
+ * endpoint from.
  *
  * It is: interfaces and the image record the driver reads. It is not: an implementation
  * (`http.ts`), nor keystone (the agent hands in its keystone auth through `GlanceAuth`).
@@ -44,6 +45,39 @@ export interface GlanceApi {
    *   GlanceUnavailableError, GlanceAuthError, GlanceResponseError
    */
   openImageData(id: string): Promise<ImageData>;
+}
+
+/** One JSON-patch operation of `PATCH /v2/images/{id}` (a property: `/<name>`). */
+export interface ImagePatchOp {
+  readonly op: 'add' | 'replace' | 'remove';
+  readonly path: string;
+  readonly value?: string;
+}
+
+/** An image as `GET /v2/images` lists it: what a backup rotation reads. */
+export interface ListedImage {
+  readonly id: string;
+  readonly status: string;
+  readonly createdAt: string;
+}
+
+/** The Image API v2 writes of a snapshot: fill the image nova-api created, and rotate backups. */
+export interface GlanceImageWrites {
+  /**
+   * `PATCH /v2/images/{id}` with `ops` (formats and properties; the formats only while the image is queued).
+   * @throws GlanceNotFoundError, GlanceUnavailableError, GlanceAuthError, GlanceResponseError (another status: a 409 or 400 names what Glance refused)
+   */
+  updateImage(id: string, ops: readonly ImagePatchOp[]): Promise<void>;
+  /**
+   * `PUT /v2/images/{id}/file`: the image data, streamed from `data` (`bytes` long); Glance
+   * makes the image `active`. Tried once (the stream cannot be replayed).
+   * @throws GlanceNotFoundError, GlanceUnavailableError, GlanceAuthError, GlanceResponseError, the stream's error
+   */
+  uploadImageData(id: string, data: Readable, bytes: number): Promise<void>;
+  /** `DELETE /v2/images/{id}`; an image gone already is fine. @throws GlanceUnavailableError, GlanceAuthError, GlanceResponseError */
+  deleteImage(id: string): Promise<void>;
+  /** `GET /v2/images` with `query` (filters such as `instance_uuid=...`, `sort_key`, `sort_dir`; at most 1000). @throws GlanceUnavailableError, GlanceAuthError, GlanceResponseError */
+  listImages(query: Readonly<Record<string, string>>): Promise<ListedImage[]>;
 }
 
 /** Where Glance is and what token to send; the agent's keystone auth fits it. */

@@ -3,7 +3,7 @@
  * fields are dropped by the parse.
  */
 import { z } from 'zod';
-import type { GlanceImage } from './api';
+import type { GlanceImage, ListedImage } from './api';
 
 const optText = z.string().nullable().optional().transform((v) => (v === undefined || v === '' ? null : v));
 
@@ -33,8 +33,23 @@ export const imageAnswer = z
 /** The image record in `body`, or the first field that does not fit, as `field: reason`. */
 export function parseImage(body: unknown): { image: GlanceImage } | { problem: string } {
   const r = imageAnswer.safeParse(body);
-  if (r.success) return { image: r.data };
-  const issue = r.error.issues[0];
+  return r.success ? { image: r.data } : { problem: firstProblem(r.error) };
+}
+
+/** The first issue of a failed parse, as `field: reason`. */
+function firstProblem(error: z.ZodError): string {
+  const issue = error.issues[0];
   const field = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : '(body)';
-  return { problem: `${field}: ${(issue?.message ?? 'does not fit').replace(/^Invalid input: /, '')}` };
+  return `${field}: ${(issue?.message ?? 'does not fit').replace(/^Invalid input: /, '')}`;
+}
+
+/** `GET /v2/images`: the images' ids, statuses and creation times. */
+const imageListAnswer = z.object({
+  images: z.array(z.object({ id: z.string().min(1), status: z.string().min(1), created_at: z.string().min(1) })),
+});
+
+/** The images listed in `body`, or the first field that does not fit. */
+export function parseImageList(body: unknown): { images: ListedImage[] } | { problem: string } {
+  const r = imageListAnswer.safeParse(body);
+  return r.success ? { images: r.data.images.map((i) => ({ id: i.id, status: i.status, createdAt: i.created_at })) } : { problem: firstProblem(r.error) };
 }

@@ -17,7 +17,7 @@ import type { Logger } from '../../lib/logging/logger';
 import type { ProviderTree } from '../../model/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
 import type { NetworkInfo, Vif } from '../../model/network';
-import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type SpawnOptions, type VirtDriver } from '../driver';
+import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type SnapshotImage, type SpawnOptions, type VirtDriver } from '../driver';
 import { DriverError, DriverInitError, InstanceNotFoundError, InstanceStateError } from '../errors';
 import { discoverHost, type HostFacts } from '../host/discover';
 import { applyPlan, RootProviderMissingError } from '../layout/apply';
@@ -39,6 +39,7 @@ import * as nics from './nics';
 import * as vols from './volume-hotplug';
 import * as swap from './volume-swap';
 import * as suspension from './suspend';
+import * as snap from './snapshot';
 import { MAX_SOCKET_PATH, qemuOptionsFromConfig, type QemuOptions } from './options';
 import { HostProcesses, type VmProcesses } from './process';
 import type { QmpClient } from './qmp';
@@ -276,6 +277,8 @@ export class QemuDriver implements VirtDriver {
   async suspend(instance: InstanceRef): Promise<void> { return suspension.suspend(this.host, instance); }
   async resume(instance: InstanceRef): Promise<void> { return suspension.resume(this.host, instance); }
   async triggerCrashDump(instance: InstanceRef): Promise<void> { return suspension.triggerCrashDump(this.host, instance); }
+
+  async snapshot(instance: InstanceRef, upload: (image: SnapshotImage) => Promise<void>): Promise<void> { return snap.snapshot(this.host, instance, upload); }
 
   async getConsoleOutput(instance: InstanceRef): Promise<Buffer> {
     return life.consoleOutput(this.host, instance);

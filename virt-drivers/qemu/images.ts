@@ -136,6 +136,16 @@ export class Images {
     if (info.virtualSize < rootGb * GIB) await this.run(disk, ['resize', '-q', '-f', 'qcow2', disk, String(rootGb * GIB)]);
   }
 
+  /** Creates `path` as an empty qcow2 of `bytes`, with no backing file (a snapshot's target). @throws InstanceFilesError */
+  async createBlank(path: string, bytes: number): Promise<void> {
+    await this.run(path, ['create', '-q', '-f', 'qcow2', path, String(bytes)]);
+  }
+
+  /** Writes `disk` (its backing chain included) to `out` as one qcow2 with no backing file; zeros are not stored. Shared-locked: the disk may be open. @throws InstanceFilesError */
+  async flatten(disk: string, out: string): Promise<void> {
+    await this.run(disk, ['convert', '-U', '-q', '-O', 'qcow2', disk, out]);
+  }
+
   /** For a Glance image id on a host without Glance: what to set. */
   private glanceHint(imageRef: string): string {
     return GLANCE_ID.test(imageRef) ? '; Glance is not configured: set [glance] endpoint_override, or keystone auth in [placement]' : '';

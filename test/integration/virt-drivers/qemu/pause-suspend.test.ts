@@ -1,10 +1,13 @@
-// Pause, suspend and the crash-dump NMI with real QEMU (TCG, the tick guest): a paused guest stops
-// counting and goes on from the same count; a suspended guest has no process and its state on
-// disk, survives a restart of the driver, and resumes counting from where it was (no second
-// boot); a hard reboot of a suspended guest boots afresh and drops the state; an NMI reaches a
-// running guest.
-import { existsSync, readFileSync } from 'node:fs';
+// Pause, suspend, the crash-dump NMI and snapshots with real QEMU (TCG, the tick guest): a paused
+// guest stops counting and goes on from the same count; a suspended guest has no process and its
+// state on disk, survives a restart of the driver, and resumes counting from where it was (no
+// second boot); a hard reboot of a suspended guest boots afresh and drops the state; an NMI
+// reaches a running guest; a snapshot of a running guest (it runs on) and of a stopped one is a
+// standalone qcow2 that boots.
+import { execFileSync } from 'node:child_process';
+import { createWriteStream, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { InstanceStateError } from '../../../../virt-drivers/errors';
 import { lastTick } from '../../../helpers/tick-guest';
 import { consolePath, describeWithQemu, instanceSpec, processAlive, QemuTestBed, qemuPid, waitFor, waitTick, type TestHost } from '../../../helpers/qemu-hosts';
@@ -85,5 +88,39 @@ describeWithQemu('qemu driver: pause, suspend, crash dump', () => {
     await waitFor('a second boot', () => boots(log) === 2);
     await next.destroy(spec);
     console.log(`suspend of a 64 MiB guest: ${suspendMs} ms; resume: ${resumeMs} ms`);
+  });
+
+  test('snapshot: of a running guest (it counts on) and of a stopped one, a qcow2 with no backing file that boots; the driver keeps no copy', async () => {
+    const spec = instanceSpec(U(3), { image: 'tick.img' });
+    const log = consolePath(a, spec.uuid);
+    await a.driver.spawn(spec);
+    await waitTick(log, 1);
+    const taken: Array<{ path: string; bytes: number; format: string }> = [];
+    const take = async (n: number): Promise<void> =>
+      a.driver.snapshot(spec, async (image) => {
+        const path = join(bed.images, `snap-${n}.qcow2`);
+        await pipeline(image.data, createWriteStream(path));
+        taken.push({ path, bytes: image.bytes, format: image.diskFormat });
+      });
+    const t0 = Date.now();
+    await take(1);
+    const liveMs = Date.now() - t0;
+    const at = lastTick(log) ?? -1;
+    await waitTick(log, at + 1); // ran on through the copy
+    await a.driver.powerOff(spec, { timeoutSec: 0 });
+    await take(2);
+    expect(readdirSync(join(a.instancesPath, 'snapshots'))).toEqual([]);
+    for (const [i, t] of taken.entries()) {
+      const info = JSON.parse(execFileSync('qemu-img', ['info', '--output=json', t.path], { encoding: 'utf8' })) as { format: string; 'backing-filename'?: string; 'virtual-size': number };
+      expect(info).toMatchObject({ format: 'qcow2', 'virtual-size': 1024 ** 3 });
+      expect(info['backing-filename']).toBeUndefined();
+      expect(t.format).toBe('qcow2');
+      const boot = instanceSpec(U(10 + i), { image: `snap-${i + 1}.qcow2` });
+      await a.driver.spawn(boot);
+      await waitTick(consolePath(a, boot.uuid), 1);
+      await a.driver.destroy(boot);
+    }
+    await a.driver.destroy(spec);
+    console.log(`live snapshot of the tick guest: ${liveMs} ms, ${taken[0]?.bytes ?? 0} bytes`);
   });
 });

@@ -45,6 +45,8 @@ const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
   suspend_instance: ['instance'],
   resume_instance: ['instance'],
   trigger_crash_dump: ['instance'],
+  snapshot_instance: ['instance', 'image_id'],
+  backup_instance: ['instance', 'image_id', 'backup_type', 'rotation'],
   get_console_output: ['instance', 'tail_length'],
   attach_interface: ['instance', 'network_id', 'port_id', 'requested_ip', 'tag'],
   detach_interface: ['instance', 'port_id'],
