@@ -6,7 +6,9 @@
 //   SIGKILLed and started again, then ACTIVE with the count going on from where it was (no second
 //   boot); a crash dump (NMI) is accepted and finishes its action without a fault;
 // - the agent SIGKILLed in the middle of a suspend (its QEMU frozen, so the save waits), then
-//   started again: the suspend completes from the journal, SUSPENDED; resumed, the guest counts on.
+//   started again: the suspend completes from the journal, SUSPENDED; resumed, the guest counts on;
+// - a snapshot of a running guest (createImage): an active image in Glance with nova's properties,
+//   from which a new server boots and counts; backups (createBackup) rotated down to `rotation`.
 //
 // The cloud is shared with the other files of test/integration/cloud (test/helpers/cloud.ts).
 import { execFileSync } from 'node:child_process';
@@ -36,6 +38,7 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
   let cloud: SharedCloud;
   let tick = '';
   const servers: string[] = [];
+  const images: string[] = [];
 
   const boot = async (name: string, host: string): Promise<string> => {
     const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name, flavorRef: 'ca-net', imageRef: tick, networks: 'none', host } }, 'server', '2.74');
@@ -68,7 +71,7 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
   afterAll(async () => {
     for (const id of servers) await cloud?.call('nova', 'DELETE', `/servers/${id}`).catch(() => undefined);
     for (const id of servers) await waitUntil(`server ${id} is gone`, async () => (await cloud.server(id)) === undefined, 120_000).catch(() => undefined);
-    if (tick) await cloud?.call('glance', 'DELETE', `/v2/images/${tick}`).catch(() => undefined);
+    for (const id of [tick, ...images].filter(Boolean)) await cloud?.call('glance', 'DELETE', `/v2/images/${id}`).catch(() => undefined);
     await cloud?.stop();
   });
 
@@ -110,6 +113,38 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
     await waitUntil('the crash dump action finishes', async () => !!(await actionEvent(id, 'trigger_crash_dump', 'compute_trigger_crash_dump'))?.finish_time, 30_000);
     expect((await actionEvent(id, 'trigger_crash_dump', 'compute_trigger_crash_dump'))?.result).toBe('Success');
     expect(await cloud.server(id)).toMatchObject({ status: 'ACTIVE', 'OS-EXT-STS:task_state': null });
+  });
+
+  test('createImage of a running guest: an active qcow2 image with nova’s properties that boots and counts; createBackup twice with rotation 1 keeps one backup', async () => {
+    const [hostA = '', hostB = ''] = cloud.hosts;
+    const id = await boot('actions-snap', hostA);
+    await countsPast(id, 1);
+    const t0 = Date.now();
+    const created = await cloud.call('nova', 'POST', `/servers/${id}/action`, { createImage: { name: `snap-${id.slice(0, 8)}` } }, '2.45');
+    expect(created.status).toBe(202);
+    const image = String((created.body as { image_id?: string }).image_id);
+    images.push(image);
+    await cloud.settled(id, 'ACTIVE', 120_000);
+    const img = await cloud.must<Record<string, unknown>>('glance', 'GET', `/v2/images/${image}`);
+    log(`snapshot through nova's API to an active image: ${Date.now() - t0} ms, ${String(img.size)} bytes`);
+    expect(img).toMatchObject({ status: 'active', disk_format: 'qcow2', container_format: 'bare', image_type: 'snapshot', instance_uuid: id, image_location: 'snapshot', image_state: 'available' });
+    expect(await countsPast(id, (await lastCount(id)))).toBeGreaterThan(0); // ran on
+
+    const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name: 'from-snap', flavorRef: 'ca-net', imageRef: image, networks: 'none', host: hostB } }, 'server', '2.74');
+    servers.push(s.id);
+    await cloud.settled(s.id, 'ACTIVE');
+    await countsPast(s.id, 1);
+
+    const backups: string[] = [];
+    for (const n of [1, 2]) {
+      const r = await cloud.call('nova', 'POST', `/servers/${id}/action`, { createBackup: { name: `backup-${n}`, backup_type: 'daily', rotation: 1 } }, '2.45');
+      expect(r.status).toBe(202);
+      backups.push(String((r.body as { image_id?: string }).image_id));
+      images.push(backups.at(-1) ?? '');
+      await cloud.settled(id, 'ACTIVE', 120_000);
+    }
+    const left = await cloud.must<Array<{ id: string }>>('glance', 'GET', `/v2/images?instance_uuid=${id}&image_type=backup`, undefined, 'images');
+    expect(left.map((i) => i.id)).toEqual([backups[1]]);
   });
 
   test('the agent SIGKILLed in the middle of a suspend and started again: the suspend completes, SUSPENDED; resumed, the guest counts on', async () => {
