@@ -33,7 +33,7 @@ export interface DriverFlavor {
 /** nova's Flavor as the compute manager has it: always named. */
 export type Flavor = DriverFlavor & { readonly name: string };
 
-export const VM_STATES = ['building', 'active', 'stopped', 'paused', 'suspended', 'resized', 'error', 'deleted'] as const;
+export const VM_STATES = ['building', 'active', 'stopped', 'paused', 'suspended', 'shelved', 'shelved_offloaded', 'resized', 'error', 'deleted'] as const;
 export type VmState = (typeof VM_STATES)[number];
 
 export const TASK_STATES = [
@@ -62,6 +62,10 @@ export const TASK_STATES = [
   'image_backup',
   'image_pending_upload',
   'image_uploading',
+  'shelving',
+  'shelving_image_pending_upload',
+  'shelving_image_uploading',
+  'shelving_offloading',
 ] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 
@@ -136,6 +140,8 @@ export interface InstanceRecord {
   /** An `attach_interface` under way (absent otherwise): what a restart must undo if it was interrupted. */
   interface_attach?: InterfaceAttachMarker;
   launched_at?: string;
+  /** Shelved (nova's `shelved_*` system metadata): the snapshot to unshelve from, and when. */
+  shelved?: { readonly image_id: string; readonly at: string };
   fault?: string;
   updated_at: string;
 }

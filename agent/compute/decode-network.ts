@@ -8,9 +8,9 @@
  */
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { arg } from '../rpc/endpoint/args';
+import { arg, isInvalid } from '../rpc/endpoint/args';
 import type { NetworkInfo, NetworkRequest, RequestedNetworks } from '../../model/network';
-import { ArgumentError, fromSchema } from './decode';
+import { ArgumentError, computeArgs as A, fromSchema, type DecodedInstance } from './decode';
 
 const uuid = z.string().regex(/^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$/, 'a UUID');
 
@@ -107,11 +107,20 @@ export function withNetworkInfo(instance: Record<string, unknown>, info: Network
   return { ...instance, 'nova_object.data': { ...data, info_cache: cache } };
 }
 
+const instanceWithPorts = fromSchema('an Instance with a uuid (and its info cache)', instanceWithPortsSchema, (i): InstanceWithPorts => {
+  const vifs = i.info_cache?.network_info ?? i.network_info ?? [];
+  return { uuid: i.uuid, port_ids: vifs.map((v) => v.id), preserved_port_ids: vifs.filter((v) => v.preserve_on_delete === true).map((v) => v.id) };
+});
+
 export const networkArgs = {
   /** finish_resize's `instance`: its uuid and the port ids of its info cache (none when it has none). */
-  instanceWithPorts: fromSchema('an Instance with a uuid (and its info cache)', instanceWithPortsSchema, (i): InstanceWithPorts => {
-    const vifs = i.info_cache?.network_info ?? i.network_info ?? [];
-    return { uuid: i.uuid, port_ids: vifs.map((v) => v.id), preserved_port_ids: vifs.filter((v) => v.preserve_on_delete === true).map((v) => v.id) };
+  instanceWithPorts,
+  /** An Instance arriving (`computeArgs.instance`) with the ports of its info cache (an unshelve's). */
+  arrivingWithPorts: arg.from<DecodedInstance & { readonly ports: InstanceWithPorts }>('an Instance (object primitive or plain object)', (v) => {
+    const inst = A.instance.decode(v);
+    if (isInvalid(inst)) return inst;
+    const ports = instanceWithPorts.decode(v);
+    return isInvalid(ports) ? ports : { ...inst, ports };
   }),
   /** `requested_networks`: absent, null, empty or `[{network_id: 'none'}]` is no network. */
   requestedNetworks: arg.optional(

@@ -190,6 +190,8 @@ export const computeArgs = {
   optionalString: arg.optional(arg.nullable(arg.string()), null),
   /** The Glance image a snapshot or backup fills (nova's API created it). */
   imageId: fromSchema('an image id (letters, digits and -)', z.string().regex(/^[A-Za-z0-9-]{1,64}$/, 'letters, digits and -'), same),
+  /** `unshelve_instance`'s `image`: the shelved image nova's conductor read from Glance (its id), or null for a server booted from a volume. */
+  shelvedImage: arg.optional(fromSchema('an image (an object with an id) or null', z.object({ id: z.string().min(1, 'an image id') }).nullable(), (i) => i?.id), undefined),
   /** `backup_instance`'s `backup_type`: a word such as daily or weekly. */
   backupType: fromSchema('a backup type (a non-empty string)', z.string().min(1, 'a non-empty string'), same),
   /** `backup_instance`'s `rotation`: how many backups of the type to keep. */

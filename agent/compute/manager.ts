@@ -39,6 +39,7 @@ import { AllocationRemovals } from './removals';
 import { AttachmentDeletes } from './attachment-deletes';
 import { ResizeFlows } from './resize';
 import { SnapshotFlows } from './snapshot';
+import { ShelveFlows } from './shelve';
 import type { GlanceImageWrites } from '../../virt-drivers/glance/api';
 
 export type { BuildOptions } from './lifecycle';
@@ -106,6 +107,8 @@ export class ComputeManager {
   readonly volumeSwap: VolumeSwapFlows;
   /** `snapshot_instance`, `backup_instance`. */
   readonly snapshots: SnapshotFlows;
+  /** `shelve_instance`, `shelve_offload_instance`, `unshelve_instance`. */
+  readonly shelving: ShelveFlows;
   private readonly lifecycle: LifecycleFlows;
 
   constructor(readonly deps: ManagerDeps) {
@@ -162,6 +165,7 @@ export class ComputeManager {
     this.live = new LiveFlows(this.context, this.networking, volumeMoves);
     this.power = new PowerFlows(this.context);
     this.snapshots = new SnapshotFlows(this.context, deps.images);
+    this.shelving = new ShelveFlows(this.context, this.networking, this.snapshots);
   }
 
   get host(): string {

@@ -120,6 +120,16 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     row('backup_instance', { instance: A.instanceRef, image_id: A.imageId, backup_type: A.backupType, rotation: A.rotation }, (a, ctx) =>
       m.snapshots.backup(a.instance.uuid, a.image_id, { type: a.backup_type, rotation: a.rotation }, ctx),
     ),
+    row('shelve_instance', { instance: A.instanceRef, image_id: A.imageId, clean_shutdown: A.cleanShutdown, ...unread('accel_uuids') }, (a, ctx) =>
+      m.shelving.shelve(a.instance.uuid, a.image_id, a.clean_shutdown !== false, ctx),
+    ),
+    row('shelve_offload_instance', { instance: A.instanceRef, ...unread('clean_shutdown', 'accel_uuids') }, (a, ctx) => m.shelving.shelveOffload(a.instance.uuid, ctx)),
+    row('unshelve_instance', { instance: N.arrivingWithPorts, image: A.shelvedImage, ...unread('filter_properties', 'node', 'request_spec', 'accel_uuids') }, (a, ctx) => {
+      const flavor = a.instance.flavor;
+      if (!flavor) throw new ArgumentError('invalid argument instance: instance.flavor: missing');
+      const { ports, ...instance } = a.instance;
+      return m.shelving.unshelve({ instance, flavor, imageId: a.image, portIds: ports.port_ids, preservedPortIds: ports.preserved_port_ids }, ctx);
+    }),
     row('reboot_instance', { instance: A.instanceRef, reboot_type: A.rebootType, ...unread('block_device_info') }, (a, ctx) => m.power.reboot(a.instance.uuid, a.reboot_type, ctx)),
     row(
       'rebuild_instance',

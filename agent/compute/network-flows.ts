@@ -118,6 +118,11 @@ export class NetworkFlows {
     await this.c.controlPlane.network(rec.uuid, { kind: 'refreshed', info }, ctx);
   }
 
+  /** A shelve offload: the ports kept for the instance, bound to no host. @throws NeutronError */
+  async unbindForOffload(rec: InstanceRecord): Promise<void> {
+    await this.o.network.unbindKeepingDevice(rec.uuid, (rec.network_info ?? []).map((v) => v.id));
+  }
+
   /** After a confirmed move: the ports' bindings to the old host `host` deleted. Never throws. */
   dropBindings(rec: InstanceRecord, host: string): Promise<void> {
     const ports = (rec.network_info ?? []).map((v) => v.id);

@@ -72,15 +72,7 @@ export class SnapshotFlows {
       const t0 = Date.now();
       let uploadedBytes = 0;
       try {
-        const images = this.images;
-        if (!images) throw new Error('Glance is not configured on this host: set [glance] endpoint_override, or keystone auth in [placement]');
-        await this.step(rec, 'snapshot.pending', ctx);
-        await c.driver.snapshot(rec, async (image) => {
-          await this.step(rec, 'snapshot.uploading', ctx);
-          await images.updateImage(imageId, snapshotImageOps(rec, image));
-          await images.uploadImageData(imageId, image.data, image.bytes);
-          uploadedBytes = image.bytes;
-        });
+        uploadedBytes = await this.capture(rec, imageId, ctx, ['snapshot.pending', 'snapshot.uploading']);
       } catch (e) {
         const fault = `${backup ? 'backup' : 'snapshot'} failed: ${reason(e)}`;
         transition(rec, revert);
@@ -88,13 +80,37 @@ export class SnapshotFlows {
         await c.save(rec);
         c.log.warn({ instance: uuid, image: imageId, fault }, 'snapshot failed; task cleared, image deleted');
         await c.notify(rec, revert, ctx, fault);
-        await this.images?.deleteImage(imageId).catch((err: unknown) => c.log.warn({ instance: uuid, image: imageId, reason: reason(err) }, 'the image of a failed snapshot could not be deleted'));
+        await this.dropImage(uuid, imageId, 'a failed snapshot');
         return;
       }
       c.log.info({ instance: uuid, image: imageId, bytes: uploadedBytes, ms: Date.now() - t0 }, 'snapshot uploaded to Glance');
       await this.step(rec, end, ctx);
       if (backup) await this.rotate(uuid, backup);
     });
+  }
+
+  /**
+   * The root disk copied (through `pending`) and streamed into image `imageId` (through
+   * `uploading`), the image filled as nova's libvirt driver fills it; resolves to the bytes sent.
+   * Hold the instance's lock. @throws what the driver or Glance threw; Error without Glance
+   */
+  async capture(rec: InstanceRecord, imageId: string, ctx: RequestContext, [pending, uploading]: readonly [FlowStep, FlowStep]): Promise<number> {
+    const images = this.images;
+    if (!images) throw new Error('Glance is not configured on this host: set [glance] endpoint_override, or keystone auth in [placement]');
+    let sent = 0;
+    await this.step(rec, pending, ctx);
+    await this.c.driver.snapshot(rec, async (image) => {
+      await this.step(rec, uploading, ctx);
+      await images.updateImage(imageId, snapshotImageOps(rec, image));
+      await images.uploadImageData(imageId, image.data, image.bytes);
+      sent = image.bytes;
+    });
+    return sent;
+  }
+
+  /** Deletes image `imageId` (a failed snapshot's, a shelved one unshelved); a failure is logged. */
+  async dropImage(uuid: string, imageId: string, why: string): Promise<void> {
+    await this.images?.deleteImage(imageId).catch((err: unknown) => this.c.log.warn({ instance: uuid, image: imageId, reason: reason(err) }, `the image of ${why} could not be deleted`));
   }
 
   /** Deletes the oldest backups of `backup.type` of the instance beyond `backup.rotation`; never throws. */

@@ -32,6 +32,9 @@ export const OPERATIONS = {
   trigger_crash_dump: 'trigger a crash dump of',
   snapshot_instance: 'snapshot',
   backup_instance: 'back up',
+  shelve_instance: 'shelve',
+  shelve_offload_instance: 'offload',
+  unshelve_instance: 'unshelve',
   rebuild_instance: 'rebuild',
   attach_interface: 'attach an interface to',
   detach_interface: 'detach an interface from',
@@ -71,11 +74,13 @@ export interface TargetState {
  * `_set_instance_info` copies a flavor onto the Instance; 'migration_context', a MigrationContext
  * naming the move's Migration (nova-api sends an instance's external events to the hosts of its
  * migration context's Migration as well as to its host: a revert's source waits for its ports'
- * events while the Instance's host is still the destination); or the literal null or number. nova (2023.2 on) writes a node's id wherever it writes the node: `compute_id` beside an
+ * events while the Instance's host is still the destination); 'shelved_sysmeta', the Instance's
+ * system_metadata with nova's `shelved_at`, `shelved_image_id` and `shelved_host` (from the
+ * record's `shelved`), 'unshelved_sysmeta', the same without them; or the literal null or number. nova (2023.2 on) writes a node's id wherever it writes the node: `compute_id` beside an
  * Instance's `node`, `dest_compute_id` beside a Migration's `dest_node`; an object version without
  * the field (Zed's) does not get it.
  */
-export type NovaValue = 'state' | 'now' | 'this_host' | 'this_ip' | 'this_node_id' | 'move_dest' | 'move_dest_node_id' | 'flavor' | 'old_flavor' | 'new_flavor' | 'new_flavor_field' | 'old_flavor_field' | 'migration_context' | null | number;
+export type NovaValue = 'state' | 'now' | 'shelved_sysmeta' | 'unshelved_sysmeta' | 'this_host' | 'this_ip' | 'this_node_id' | 'move_dest' | 'move_dest_node_id' | 'flavor' | 'old_flavor' | 'new_flavor' | 'new_flavor_field' | 'old_flavor_field' | 'migration_context' | null | number;
 
 /** One `Instance.save`: the fields in the order nova sets them, and the `expected_task_state` it checks (absent: none). */
 export interface NovaInstanceSave {
@@ -103,6 +108,9 @@ export type ActionEvent =
   | 'compute_trigger_crash_dump'
   | 'compute_snapshot_instance'
   | 'compute_backup_instance'
+  | 'compute_shelve_instance'
+  | 'compute_shelve_offload_instance'
+  | 'compute_unshelve_instance'
   | 'compute_rebuild_instance'
   | 'compute_attach_interface'
   | 'compute_detach_interface'

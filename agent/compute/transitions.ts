@@ -52,6 +52,14 @@ const SNAPSHOT = 'compute_snapshot_instance';
 const BACKUP = 'compute_backup_instance';
 /** nova's API snapshots and backs up ACTIVE, STOPPED, PAUSED and SUSPENDED servers. */
 const SNAPSHOTTABLE = ['active', 'stopped', 'paused', 'suspended'] as const;
+const SHELVE = 'compute_shelve_instance';
+const OFFLOAD = 'compute_shelve_offload_instance';
+const UNSHELVE = 'compute_unshelve_instance';
+/** nova's API shelves ACTIVE, STOPPED, PAUSED and SUSPENDED servers (offloads them, when booted from a volume). */
+const SHELVABLE = ['active', 'stopped', 'paused', 'suspended'] as const;
+const SHELVING = ['shelving', 'shelving_image_pending_upload', 'shelving_image_uploading'] as const;
+/** nova's `_nil_out_instance_obj_host_and_node`: an instance no host holds. */
+const NO_HOST = { host: null, node: null, compute_id: null, launched_on: null } as const;
 /** A snapshot's or backup's task states on this host (a replay finds any of them). */
 const IMAGING = ['image_snapshot', 'image_backup', 'image_pending_upload', 'image_uploading'] as const;
 /** nova's API triggers a crash dump of these (`ALLOW_TRIGGER_CRASH_DUMP`, less RESCUED, which this agent has not). */
@@ -271,6 +279,72 @@ export const TRANSITIONS = table({
   /** The copy or the upload failed: the task cleared, the fault recorded, the image deleted (nova's `delete_image_on_error`). */
   'snapshot.revert': { method: 'snapshot_instance', from: { vm: 'any', task: IMAGING, move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: SNAPSHOT, phase: 'finish', failure: 'snapshot failed' } } },
   'backup.revert': { method: 'backup_instance', from: { vm: 'any', task: IMAGING, move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: BACKUP, phase: 'finish', failure: 'backup failed' } } },
+  // ---- shelve, offload, unshelve (`shelve.ts`; nova's API set shelving or shelving_offloading and made the image) ----
+  'shelve.start': { method: 'shelve_instance', from: { vm: SHELVABLE, task: [null, ...SHELVING], move: 'none' }, to: { task: 'shelving' }, onFailure: 'shelve.revert', notify: 'INFO', nova: { event: { name: SHELVE, phase: 'start' } } },
+  /** Powered off, the disk being copied. */
+  'shelve.pending': {
+    method: 'shelve_instance', from: { vm: SHELVABLE, task: SHELVING, move: 'none' }, to: { task: 'shelving_image_pending_upload' }, notify: 'none',
+    nova: { instance: [{ set: { task_state: 'state' }, expected: SHELVING }] },
+  },
+  'shelve.uploading': {
+    method: 'shelve_instance', from: { vm: SHELVABLE, task: ['shelving_image_pending_upload', 'shelving_image_uploading'], move: 'none' }, to: { task: 'shelving_image_uploading' }, notify: 'none',
+    nova: { instance: [{ set: { task_state: 'state' }, expected: ['shelving_image_pending_upload', 'shelving_image_uploading'] }] },
+  },
+  /** The snapshot is in Glance: SHELVED, on to the offload at once (nova's default `shelved_offload_time = 0`). */
+  'shelve.end': {
+    method: 'shelve_instance', from: { vm: SHELVABLE, task: ['shelving_image_uploading'], move: 'none' }, to: { vm: 'shelved', task: 'shelving_offloading', power: 'shutdown' }, notify: 'INFO',
+    nova: { instance: [{ set: { system_metadata: 'shelved_sysmeta', vm_state: 'state', task_state: 'state', power_state: 'state' }, expected: ['shelving', 'shelving_image_uploading'] }] },
+  },
+  /** Offloaded as the end of a shelve: the action event is the shelve's. */
+  'shelve.offloaded': {
+    method: 'shelve_instance', from: { vm: ['shelved'], task: ['shelving_offloading'], move: 'none' }, to: { vm: 'shelved_offloaded', task: null, power: 'shutdown' }, notify: 'INFO',
+    nova: {
+      instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: ['shelving', 'shelving_offloading'] }, { set: NO_HOST, expected: [null] }],
+      hook: 'forget_instance',
+      fanout: 'delete_instance_info',
+      event: { name: SHELVE, phase: 'finish' },
+      usage: true,
+    },
+  },
+  /** The shelve failed: the task cleared, the fault recorded; the snapshot image is deleted and a guest that ran is started again. */
+  'shelve.revert': { method: 'shelve_instance', from: { vm: 'any', task: [...SHELVING, 'shelving_offloading'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: SHELVE, phase: 'finish', failure: 'shelve failed' } } },
+  /** An offload asked for on its own (nova's API offloads a server booted from a volume without a snapshot). */
+  'shelve_offload.start': { method: 'shelve_offload_instance', from: { vm: [...SHELVABLE, 'shelved'], task: [null, 'shelving_offloading'], move: 'none' }, to: { task: 'shelving_offloading' }, onFailure: 'shelve_offload.revert', notify: 'INFO', nova: { event: { name: OFFLOAD, phase: 'start' } } },
+  'shelve_offload.end': {
+    method: 'shelve_offload_instance', from: { vm: [...SHELVABLE, 'shelved'], task: ['shelving_offloading'], move: 'none' }, to: { vm: 'shelved_offloaded', task: null, power: 'shutdown' }, notify: 'INFO',
+    nova: {
+      instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: ['shelving', 'shelving_offloading'] }, { set: NO_HOST, expected: [null] }],
+      hook: 'forget_instance',
+      fanout: 'delete_instance_info',
+      event: { name: OFFLOAD, phase: 'finish' },
+      usage: true,
+    },
+  },
+  'shelve_offload.revert': { method: 'shelve_offload_instance', from: { vm: 'any', task: ['shelving_offloading'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: OFFLOAD, phase: 'finish', failure: 'offload failed' } } },
+  // The scheduler picked this host for a SHELVED_OFFLOADED server: it arrives as a build does.
+  'unshelve.start': {
+    method: 'unshelve_instance', from: 'new', to: { vm: 'shelved_offloaded', task: 'spawning' }, onFailure: 'unshelve.error', notify: 'INFO',
+    nova: { instance: [{ set: { task_state: 'state' } }], event: { name: UNSHELVE, phase: 'start' } },
+  },
+  /** The scheduler's claim verified: the host is this one (nova's `instance_claim`). */
+  'unshelve.claimed': {
+    method: 'unshelve_instance', from: { vm: ['shelved_offloaded'], task: ['spawning'], move: 'none' }, to: {}, onFailure: 'unshelve.error', notify: 'none',
+    nova: { instance: [{ set: { host: 'this_host', node: 'this_host', compute_id: 'this_node_id', launched_on: 'this_host' } }] },
+  },
+  'unshelve.end': {
+    method: 'unshelve_instance', from: { vm: ['shelved_offloaded'], task: ['spawning'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
+    nova: {
+      instance: [{ set: { system_metadata: 'unshelved_sysmeta', power_state: 'state', vm_state: 'state', task_state: 'state', launched_at: 'now' }, expected: 'spawning' }],
+      fanout: 'update_instance_info',
+      event: { name: UNSHELVE, phase: 'finish' },
+      usage: true,
+    },
+  },
+  /** The unshelve failed here: still SHELVED_OFFLOADED, on no host, nothing of it left here (nova's `_nil_out_instance_obj_host_and_node`). */
+  'unshelve.error': {
+    method: 'unshelve_instance', from: { vm: ['shelved_offloaded'], task: 'any', move: 'none' }, to: { task: null }, notify: 'ERROR',
+    nova: { instance: [{ set: { ...NO_HOST, task_state: 'state' } }], fault: true, hook: 'forget_instance', event: { name: UNSHELVE, phase: 'finish', failure: 'unshelve failed' }, usage: true },
+  },
   // ---- rebuild on this host (nova's API set rebuilding and the new image_ref before the cast) ----
   'rebuild.start': {
     method: 'rebuild_instance', from: { vm: ['active', 'stopped', 'error'], task: [null, 'rebuild_spawning'], move: 'none' }, to: { task: 'rebuild_spawning' }, onFailure: 'rebuild.error', notify: 'INFO',
@@ -317,7 +391,7 @@ export const TRANSITIONS = table({
   'unsupported.call': { method: 'unsupported_method', from: { vm: 'any', task: 'any' }, to: {}, notify: 'none', nova: { instance: [{ set: { task_state: null }, expected: ['updating_password'] }], fault: true } },
   // ---- start-up recovery (nova's init_host) ----
   /** A task a request no longer in the journal left behind, on an instance not moving. */
-  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning', 'pausing', 'unpausing', 'suspending', 'resuming', ...IMAGING], move: 'none' }, to: { task: null }, notify: 'none', nova: { instance: [{ set: { task_state: 'state' } }] } },
+  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning', 'pausing', 'unpausing', 'suspending', 'resuming', ...IMAGING, ...SHELVING], move: 'none' }, to: { task: null }, notify: 'none', nova: { instance: [{ set: { task_state: 'state' } }] } },
   /** The guest of an ACTIVE instance is gone from the hypervisor. */
   'power_off.error': { method: 'init_host', from: { vm: ['active'], task: 'any', move: 'none' }, to: { vm: 'error', task: null, power: 'nostate' }, notify: 'ERROR', nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }] } },
 });

@@ -237,6 +237,21 @@ export class NetworkService {
     }
   }
 
+  /**
+   * `unbind_ports(detach=False)` (a shelve offload): the ports stay the instance's (device kept)
+   * but are bound to no host, the host's profile keys gone. A port already gone is fine.
+   * @throws NeutronError (the ports after the first failure are left as they were)
+   */
+  async unbindKeepingDevice(instanceUuid: string, portIds: readonly string[]): Promise<void> {
+    if (!this.o.neutron || portIds.length === 0) return;
+    const neutron = this.o.neutron;
+    for (const id of portIds) {
+      const port = await neutron.getPort(id).catch((e: unknown) => (e instanceof NeutronNotFoundError ? undefined : Promise.reject(e)));
+      if (port) await neutron.updatePort(id, { 'binding:host_id': null, ...profileWithout(port, HOST_PROFILE_KEYS) });
+    }
+    this.o.logger.info({ instance: instanceUuid, ports: portIds }, 'ports unbound from this host, kept for the instance');
+  }
+
   /** Deletes `created`, unbinds `taken`; each failure is logged and the rest still done. @throws the first failure when `strict` */
   private async undo(instanceUuid: string, created: readonly string[], taken: readonly string[], strict = false): Promise<void> {
     const neutron = this.neutronOrThrow();

@@ -47,7 +47,12 @@ interface Subject {
   /** The state the step moves the instance to (from the transition table). */
   readonly state: Partial<InstanceState>;
   readonly migration: MigrationRecord | undefined;
+  /** The record's `shelved` (nova's shelved_* system metadata). */
+  readonly shelved?: InstanceRecord['shelved'];
 }
+
+/** nova's system metadata keys of a shelved instance (`compute_utils.remove_shelved_keys_from_system_metadata`). */
+const SHELVED_KEYS = ['shelved_at', 'shelved_image_id', 'shelved_host'];
 
 export interface NovaControlPlaneOptions {
   readonly conductor: Conductor;
@@ -119,7 +124,7 @@ export class NovaControlPlane implements ControlPlane {
 
   async step(rec: InstanceRecord, step: FlowStep, ctx: RequestContext, fault?: string): Promise<void> {
     try {
-      await this.perform(step, { uuid: rec.uuid, state: stateAfter(step, rec), migration: rec.migration }, ctx, fault);
+      await this.perform(step, { uuid: rec.uuid, state: stateAfter(step, rec), migration: rec.migration, ...(rec.shelved ? { shelved: rec.shelved } : {}) }, ctx, fault);
     } catch (e) {
       this.log.warn({ instance: rec.uuid, step, reason: e instanceof Error ? e.message : String(e) }, 'nova-conductor did not take a step; nova may show a stale state');
     }
@@ -241,6 +246,12 @@ export class NovaControlPlane implements ControlPlane {
           return s.state[field as keyof InstanceState];
         case 'now':
           return novaTime(this.now());
+        case 'shelved_sysmeta':
+        case 'unshelved_sysmeta': {
+          const sys = Object.fromEntries(Object.entries((this.objects.field(s.uuid, 'system_metadata') ?? {}) as Record<string, unknown>).filter(([k]) => !SHELVED_KEYS.includes(k)));
+          if (v === 'unshelved_sysmeta' || !s.shelved) return sys;
+          return { ...sys, shelved_at: s.shelved.at, shelved_image_id: s.shelved.image_id, shelved_host: this.o.host };
+        }
         case 'this_host':
           return this.o.host;
         case 'this_ip':

@@ -4,44 +4,14 @@
 // fault, backups rotated down to `rotation`, and a host without Glance refusing clearly.
 import nock from 'nock';
 import { randomUUID } from 'node:crypto';
-import type { Readable } from 'node:stream';
-import type { GlanceImageWrites, ImagePatchOp, ListedImage } from '../../../../virt-drivers/glance/api';
+import type { GlanceImageWrites } from '../../../../virt-drivers/glance/api';
+import { RecordingGlance } from '../../../helpers/recording-glance';
 import { FakeConductor } from '../../../helpers/fake-conductor';
 import { FLAVOR, instanceArgs, singleHost, type HarnessHost } from '../../../helpers/compute-harness';
 
 afterEach(() => nock.cleanAll());
 
 const CTX = { request_id: 'req-snapshot' };
-
-/** Glance's writes in memory: what each image got, and the backups listed for a rotation. */
-class RecordingGlance implements GlanceImageWrites {
-  readonly calls: string[] = [];
-  readonly patches = new Map<string, ImagePatchOp[]>();
-  readonly data = new Map<string, string>();
-  listed: ListedImage[] = [];
-  failUpload: Error | undefined;
-
-  updateImage(id: string, ops: readonly ImagePatchOp[]): Promise<void> {
-    this.calls.push(`patch ${id}`);
-    this.patches.set(id, [...ops]);
-    return Promise.resolve();
-  }
-  async uploadImageData(id: string, data: Readable, bytes: number): Promise<void> {
-    this.calls.push(`upload ${id} ${bytes}`);
-    if (this.failUpload) throw this.failUpload;
-    const chunks: Buffer[] = [];
-    for await (const c of data) chunks.push(c as Buffer);
-    this.data.set(id, Buffer.concat(chunks).toString());
-  }
-  deleteImage(id: string): Promise<void> {
-    this.calls.push(`delete ${id}`);
-    return Promise.resolve();
-  }
-  listImages(query: Readonly<Record<string, string>>): Promise<ListedImage[]> {
-    this.calls.push(`list ${new URLSearchParams(query).toString()}`);
-    return Promise.resolve(this.listed);
-  }
-}
 
 async function setup(glance: GlanceImageWrites | undefined, c?: FakeConductor) {
   const { host: a, api, peers } = await singleHost('host-i', c, glance ? { images: glance } : {});

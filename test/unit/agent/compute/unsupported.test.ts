@@ -95,7 +95,7 @@ test('a cast of an unimplemented method: ERROR with a fault naming it within a s
 test('each unimplemented cast about an instance puts it in ERROR with a fault naming that method', async () => {
   const { host, run } = await setup();
   const casts = Object.entries(UNSUPPORTED_METHODS).filter(([, u]) => u.kind === 'error');
-  expect(casts.length).toBeGreaterThan(10);
+  expect(casts.length).toBeGreaterThan(5);
   for (const [name] of casts) {
     const inst = instanceArgs();
     const uuid = String(inst.uuid);
