@@ -8,10 +8,14 @@
 // - the agent SIGKILLed in the middle of a suspend (its QEMU frozen, so the save waits), then
 //   started again: the suspend completes from the journal, SUSPENDED; resumed, the guest counts on;
 // - a snapshot of a running guest (createImage): an active image in Glance with nova's properties,
-//   from which a new server boots and counts; backups (createBackup) rotated down to `rotation`.
+//   from which a new server boots and counts; backups (createBackup) rotated down to `rotation`;
+// - shelve and unshelve of a guest on the tenant network: SHELVED_OFFLOADED on no host, with no
+//   allocation, no QEMU and no instance directory on either host, its port kept but unbound; then
+//   ACTIVE again on a host, booted from the shelved image, its port bound there, the image gone.
 //
 // The cloud is shared with the other files of test/integration/cloud (test/helpers/cloud.ts).
 import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import { SharedCloud, type ServerView } from '../../helpers/cloud';
 import { neutronUnavailable } from '../../helpers/neutron-cloud';
 import { HAVE_QEMU } from '../../helpers/qemu-hosts';
@@ -145,6 +149,47 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
     }
     const left = await cloud.must<Array<{ id: string }>>('glance', 'GET', `/v2/images?instance_uuid=${id}&image_type=backup`, undefined, 'images');
     expect(left.map((i) => i.id)).toEqual([backups[1]]);
+  });
+
+  test('shelve and unshelve through nova’s API: offloaded with nothing left on any host and the port unbound; unshelved, booted from the shelved image with the port bound again', async () => {
+    const [hostA = ''] = cloud.hosts;
+    const network = (await cloud.must<Array<{ id: string }>>('neutron', 'GET', '/networks?name=private', undefined, 'networks'))[0]?.id ?? '';
+    // The net guest powers off on ACPI at once (the tick guest ignores it: a clean power off would wait out shutdown_timeout).
+    const netImage = (await cloud.must<Array<{ id: string }>>('glance', 'GET', '/v2/images?name=net-guest', undefined, 'images'))[0]?.id ?? '';
+    const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name: 'actions-shelve', flavorRef: 'ca-net', imageRef: netImage, networks: [{ uuid: network }], host: hostA } }, 'server', '2.74');
+    servers.push(s.id);
+    await cloud.settled(s.id, 'ACTIVE');
+    const booted = async (): Promise<boolean> => (await cloud.consoleOf(s.id, 100)).includes('net-guest: lease');
+    await waitUntil('the guest has its lease', booted, 120_000);
+    const port = (await cloud.must<Array<{ id: string }>>('neutron', 'GET', `/ports?device_id=${s.id}`, undefined, 'ports'))[0]?.id ?? '';
+    /** The directories named after the server under the agents' instance paths. */
+    const dirs = (): string => execFileSync('find', [join(cloud.env.CLOUD_DIR ?? '', 'hosts'), '/var/tmp', '-maxdepth', '4', '-name', `${s.id}*`], { encoding: 'utf8' }).trim();
+
+    const t0 = Date.now();
+    await act(s.id, { shelve: null });
+    const shelved = await cloud.settled(s.id, 'SHELVED_OFFLOADED', 180_000);
+    log(`shelve to SHELVED_OFFLOADED through nova's API: ${Date.now() - t0} ms`);
+    expect(shelved['OS-EXT-SRV-ATTR:host']).toBeNull();
+    expect(Object.keys(await cloud.must<Record<string, unknown>>('placement', 'GET', `/allocations/${s.id}`, undefined, 'allocations'))).toEqual([]);
+    expect(qemuPid(s.id)).toBe(0);
+    expect(dirs()).toBe('');
+    expect(await cloud.must<Record<string, unknown>>('neutron', 'GET', `/ports/${port}`, undefined, 'port')).toMatchObject({ device_id: s.id, 'binding:host_id': '' });
+    const image = (await cloud.must<Array<{ id: string; status: string }>>('glance', 'GET', `/v2/images?instance_uuid=${s.id}&image_type=snapshot`, undefined, 'images'))[0];
+    expect(image?.status).toBe('active');
+    images.push(image?.id ?? '');
+
+    const t1 = Date.now();
+    await act(s.id, { unshelve: null });
+    const back = await cloud.settled(s.id, 'ACTIVE', 180_000);
+    log(`unshelve to ACTIVE through nova's API: ${Date.now() - t1} ms, on ${back['OS-EXT-SRV-ATTR:host'] ?? '?'}`);
+    const host = back['OS-EXT-SRV-ATTR:host'] ?? '';
+    expect(cloud.hosts).toContain(host);
+    await waitUntil('the unshelved guest booted and has its lease', booted, 120_000);
+    expect(await cloud.must<Record<string, unknown>>('neutron', 'GET', `/ports/${port}`, undefined, 'port')).toMatchObject({ device_id: s.id, 'binding:host_id': host });
+    await waitUntil('the port is ACTIVE again', async () => (await cloud.must<{ status: string }>('neutron', 'GET', `/ports/${port}`, undefined, 'port')).status === 'ACTIVE', 60_000);
+    const held = await cloud.must<Record<string, unknown>>('placement', 'GET', `/allocations/${s.id}`, undefined, 'allocations');
+    expect(Object.keys(held)).toHaveLength(1);
+    expect((await cloud.call('glance', 'GET', `/v2/images/${image?.id ?? ''}`)).status).toBe(404);
   });
 
   test('the agent SIGKILLed in the middle of a suspend and started again: the suspend completes, SUSPENDED; resumed, the guest counts on', async () => {
