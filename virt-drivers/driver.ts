@@ -246,6 +246,12 @@ export interface VirtDriver {
   liveMigration(instance: InstanceRef, dest: HostRef, data: LiveMigrateData): Promise<void>;
   /** Source: asks a running live migration to stop; resolves once `liveMigration` will reject. @throws InstanceNotFoundError, NotSupportedError */
   liveMigrationAbort(instance: InstanceRef): Promise<void>;
+  /**
+   * Source: makes a running live migration finish at its next round, however long the guest must
+   * then pause (the guest runs on the destination afterwards, as after any live migration).
+   * @throws InstanceNotFoundError, InstanceStateError (none running), NotSupportedError
+   */
+  liveMigrationForceComplete(instance: InstanceRef): Promise<void>;
   /** Source, after success: removes what is left of the instance here. @throws DriverError */
   postLiveMigration(instance: InstanceRef, data: LiveMigrateData): Promise<void>;
   /** Destination, after success: makes the received instance a normal, running one. @throws InstanceNotFoundError, DriverError */

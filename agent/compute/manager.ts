@@ -40,6 +40,7 @@ import { AttachmentDeletes } from './attachment-deletes';
 import { ResizeFlows } from './resize';
 import { SnapshotFlows } from './snapshot';
 import { ShelveFlows } from './shelve';
+import { LiveMigrationControl } from './live-control';
 import type { GlanceImageWrites } from '../../virt-drivers/glance/api';
 
 export type { BuildOptions } from './lifecycle';
@@ -109,6 +110,8 @@ export class ComputeManager {
   readonly snapshots: SnapshotFlows;
   /** `shelve_instance`, `shelve_offload_instance`, `unshelve_instance`. */
   readonly shelving: ShelveFlows;
+  /** `live_migration_abort`, `live_migration_force_complete` (never behind the instance's lock). */
+  readonly liveControl: LiveMigrationControl;
   private readonly lifecycle: LifecycleFlows;
 
   constructor(readonly deps: ManagerDeps) {
@@ -166,6 +169,7 @@ export class ComputeManager {
     this.power = new PowerFlows(this.context);
     this.snapshots = new SnapshotFlows(this.context, deps.images);
     this.shelving = new ShelveFlows(this.context, this.networking, this.snapshots);
+    this.liveControl = new LiveMigrationControl(this.context);
   }
 
   get host(): string {

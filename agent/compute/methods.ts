@@ -177,6 +177,22 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
         return Promise.resolve();
       },
     }),
+    // Asked of the source while its live_migration runs and holds the instance's lock: never
+    // ordered behind it, or they would wait for the migration they are about.
+    method({
+      name: 'live_migration_abort',
+      ...NOVA_COMPUTE_API,
+      journaled: false,
+      args: { instance: A.instanceRef, ...unread('migration_id') },
+      handle: (a) => m.liveControl.abort(a.instance.uuid),
+    }),
+    method({
+      name: 'live_migration_force_complete',
+      ...NOVA_COMPUTE_API,
+      journaled: false,
+      args: { instance: A.instanceRef },
+      handle: (a) => m.liveControl.forceComplete(a.instance.uuid),
+    }),
     ...unsupportedMethods(m.context, (sent) => m.controlPlane.received(sent)),
   ];
 }

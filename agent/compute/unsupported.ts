@@ -5,8 +5,8 @@
  *
  * - a cast about an instance (`error`): the instance goes to ERROR, its task state cleared, with
  *   a fault naming the method (nova shows it in `GET /servers/<id>`);
- * - a cast that arrives in the middle of another operation (`log`: a live migration's abort or
- *   force-complete, the unquiesce after a snapshot, neutron's and cinder's external events): logged
+ * - a cast that arrives in the middle of another operation (`log`: the unquiesce after a
+ *   snapshot, a volume snapshot of a running guest's volume): logged
  *   and dropped, since putting the instance in ERROR would break the operation it belongs to;
  * - a call (`call`): the caller gets `NotImplementedError` (nova's API answers 501 for it); where
  *   nova's API set a task state before the call (`set_admin_password`), nova's task is cleared
@@ -52,8 +52,6 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   restore_instance: cast(),
   allow_share: cast('share_mapping'),
   deny_share: cast('share_mapping'),
-  live_migration_force_complete: sideCast(),
-  live_migration_abort: sideCast('migration_id'),
   unquiesce_instance: sideCast('mapping'),
   volume_snapshot_create: sideCast('volume_id', 'create_info'),
   volume_snapshot_delete: sideCast('volume_id', 'snapshot_id', 'delete_info'),

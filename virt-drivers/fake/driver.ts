@@ -343,6 +343,13 @@ export class FakeDriver implements VirtDriver {
     i.abortRequested = true;
   }
 
+  /** The fake migration has no rounds: a force complete only says that it was asked. */
+  async liveMigrationForceComplete(instance: InstanceRef): Promise<void> {
+    const i = this.hypervisor.get(instance);
+    if (i.task !== 'migrating-out') throw new InstanceStateError(i.uuid, i.task ?? i.powerState, 'force a live migration to complete');
+    this.hypervisor.print(i, 'live migration forced to complete');
+  }
+
   async postLiveMigration(instance: InstanceRef, _data: LiveMigrateData): Promise<void> {
     await this.faults.before('postLiveMigration');
     this.hypervisor.delete(instance.uuid);

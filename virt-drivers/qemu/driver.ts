@@ -321,6 +321,10 @@ export class QemuDriver implements VirtDriver {
     return liveSource.liveMigrationAbort(this.host, instance);
   }
 
+  async liveMigrationForceComplete(instance: InstanceRef): Promise<void> {
+    return liveSource.liveMigrationForceComplete(this.host, instance);
+  }
+
   async postLiveMigration(instance: InstanceRef, data: LiveMigrateData): Promise<void> {
     return liveSource.postLiveMigration(this.host, instance, data);
   }

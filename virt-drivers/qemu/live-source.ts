@@ -137,6 +137,19 @@ export async function liveMigrationAbort(host: QemuHost, ref: InstanceRef): Prom
   await m.vm?.execute('migrate_cancel').catch(() => undefined);
 }
 
+/**
+ * QEMU's largest downtime limit (ms): with it the next round of the copy stops the guest and sends
+ * the rest, however much is left (nova's libvirt driver pauses the guest to the same end).
+ */
+const FORCE_DOWNTIME_MS = 2_000_000;
+
+/** Source: the running migration finishes at its next round. @throws InstanceNotFoundError, InstanceStateError (none running) */
+export async function liveMigrationForceComplete(host: QemuHost, ref: InstanceRef): Promise<void> {
+  const m = activeInstance(host, ref);
+  if (!m.outgoing || !m.vm) throw new InstanceStateError(ref.uuid, m.rec.task ?? 'not migrating', 'force a live migration to complete');
+  await m.vm.execute('migrate-set-parameters', { 'downtime-limit': FORCE_DOWNTIME_MS });
+}
+
 /** Source, after success: stops the paused leftover and deletes its files; idempotent. @throws InstanceStateError (the migration did not complete) */
 export async function postLiveMigration(host: QemuHost, ref: InstanceRef, _data: LiveMigrateData): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {

@@ -50,6 +50,8 @@ const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
   shelve_instance: ['instance', 'image_id', 'clean_shutdown', 'accel_uuids'],
   shelve_offload_instance: ['instance', 'clean_shutdown', 'accel_uuids'],
   unshelve_instance: ['instance', 'image', 'filter_properties', 'node', 'request_spec', 'accel_uuids'],
+  live_migration_abort: ['instance', 'migration_id'],
+  live_migration_force_complete: ['instance'],
   get_console_output: ['instance', 'tail_length'],
   attach_interface: ['instance', 'network_id', 'port_id', 'requested_ip', 'tag'],
   detach_interface: ['instance', 'port_id'],
@@ -119,7 +121,7 @@ test("nova's compute API is served at 6.4 (2025.1), the agent's own namespace at
   expect([dispatcher.servedVersion(), dispatcher.servedVersion('compute_agent', 1), dispatcher.servedVersion('baseapi', 1)]).toEqual(['6.4', '1.0', '1.1']);
   expect(methods.filter((m) => m.namespace === 'compute_agent').map((m) => m.name)).toEqual(['confirm_resize_at_destination', 'list_instances', 'show_instance']);
   const served = methods.filter((m) => !(m.name in UNSUPPORTED_METHODS));
-  expect(served.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'get_console_output', 'get_diagnostics', 'list_instances', 'show_instance', 'external_instance_event']);
+  expect(served.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'get_console_output', 'get_diagnostics', 'list_instances', 'show_instance', 'external_instance_event', 'live_migration_abort', 'live_migration_force_complete']);
 });
 
 test('every compute method takes 6.0 to 6.4 (what Zed and 2025.1 send); 6.5 is refused as unsupported, a method nova does not send as unknown', async () => {
