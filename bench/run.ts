@@ -15,6 +15,7 @@ import { runNetworkBootBench } from './network-boot';
 import { runPlacementSyncBench } from './placement-sync';
 import { withBenchTable } from './readme';
 import { runRpcBench } from './rpc';
+import { runSnapshotBench } from './snapshot';
 import { runVolumesBench } from './volumes';
 
 /** The discovery benchmark's result as table rows. */
@@ -45,6 +46,7 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
   fleet: runFleetBench,
   'network-boot': runNetworkBootBench,
   volumes: runVolumesBench,
+  snapshot: runSnapshotBench,
 };
 
 async function main(): Promise<void> {
