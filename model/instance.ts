@@ -33,7 +33,7 @@ export interface DriverFlavor {
 /** nova's Flavor as the compute manager has it: always named. */
 export type Flavor = DriverFlavor & { readonly name: string };
 
-export const VM_STATES = ['building', 'active', 'stopped', 'paused', 'suspended', 'shelved', 'shelved_offloaded', 'resized', 'error', 'deleted'] as const;
+export const VM_STATES = ['building', 'active', 'stopped', 'paused', 'suspended', 'shelved', 'shelved_offloaded', 'rescued', 'resized', 'error', 'deleted'] as const;
 export type VmState = (typeof VM_STATES)[number];
 
 export const TASK_STATES = [
@@ -66,6 +66,8 @@ export const TASK_STATES = [
   'shelving_image_pending_upload',
   'shelving_image_uploading',
   'shelving_offloading',
+  'rescuing',
+  'unrescuing',
 ] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 

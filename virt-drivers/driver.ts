@@ -163,6 +163,16 @@ export interface VirtDriver {
    * @throws InstanceNotFoundError, InstanceStateError (not suspended), DriverError
    */
   resume(instance: InstanceRef): Promise<void>;
+  /**
+   * Restarts the instance from a rescue disk made from image `imageRef` (the guest's first disk,
+   * booted), with its own root disk attached after it; `cleanShutdown`: the guest is asked to
+   * shut down first. Idempotent: a rescued instance is left as it is. On failure the instance is
+   * left stopped on its own disk.
+   * @throws InstanceNotFoundError, InstanceStateError, NotSupportedError (no local root disk), DriverError
+   */
+  rescue(instance: InstanceRef, imageRef: string, cleanShutdown: boolean): Promise<void>;
+  /** Restarts a rescued instance from its own disk, the rescue disk dropped; idempotent. @throws InstanceNotFoundError, InstanceStateError, DriverError */
+  unrescue(instance: InstanceRef): Promise<void>;
   /** Sends a running guest an NMI (its kernel dumps or panics, as it is configured to). @throws InstanceNotFoundError, InstanceStateError (not running), NotSupportedError */
   triggerCrashDump(instance: InstanceRef): Promise<void>;
   /**

@@ -41,6 +41,7 @@ import { ResizeFlows } from './resize';
 import { SnapshotFlows } from './snapshot';
 import { ShelveFlows } from './shelve';
 import { LiveMigrationControl } from './live-control';
+import { RescueFlows } from './rescue';
 import type { GlanceImageWrites } from '../../virt-drivers/glance/api';
 
 export type { BuildOptions } from './lifecycle';
@@ -112,6 +113,8 @@ export class ComputeManager {
   readonly shelving: ShelveFlows;
   /** `live_migration_abort`, `live_migration_force_complete` (never behind the instance's lock). */
   readonly liveControl: LiveMigrationControl;
+  /** `rescue_instance`, `unrescue_instance`. */
+  readonly rescues: RescueFlows;
   private readonly lifecycle: LifecycleFlows;
 
   constructor(readonly deps: ManagerDeps) {
@@ -170,6 +173,7 @@ export class ComputeManager {
     this.snapshots = new SnapshotFlows(this.context, deps.images);
     this.shelving = new ShelveFlows(this.context, this.networking, this.snapshots);
     this.liveControl = new LiveMigrationControl(this.context);
+    this.rescues = new RescueFlows(this.context);
   }
 
   get host(): string {

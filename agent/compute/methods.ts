@@ -130,6 +130,10 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
       const { ports, ...instance } = a.instance;
       return m.shelving.unshelve({ instance, flavor, imageId: a.image, portIds: ports.port_ids, preservedPortIds: ports.preserved_port_ids }, ctx);
     }),
+    row('rescue_instance', { instance: A.instanceRef, rescue_image_ref: A.optionalString, clean_shutdown: A.cleanShutdown, ...unread('rescue_password') }, (a, ctx) =>
+      m.rescues.rescue(a.instance.uuid, a.rescue_image_ref, a.clean_shutdown !== false, ctx),
+    ),
+    row('unrescue_instance', { instance: A.instanceRef }, (a, ctx) => m.rescues.unrescue(a.instance.uuid, ctx)),
     row('reboot_instance', { instance: A.instanceRef, reboot_type: A.rebootType, ...unread('block_device_info') }, (a, ctx) => m.power.reboot(a.instance.uuid, a.reboot_type, ctx)),
     row(
       'rebuild_instance',

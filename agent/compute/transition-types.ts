@@ -35,6 +35,8 @@ export const OPERATIONS = {
   shelve_instance: 'shelve',
   shelve_offload_instance: 'offload',
   unshelve_instance: 'unshelve',
+  rescue_instance: 'rescue',
+  unrescue_instance: 'unrescue',
   rebuild_instance: 'rebuild',
   attach_interface: 'attach an interface to',
   detach_interface: 'detach an interface from',
@@ -111,6 +113,8 @@ export type ActionEvent =
   | 'compute_shelve_instance'
   | 'compute_shelve_offload_instance'
   | 'compute_unshelve_instance'
+  | 'compute_rescue_instance'
+  | 'compute_unrescue_instance'
   | 'compute_rebuild_instance'
   | 'compute_attach_interface'
   | 'compute_detach_interface'

@@ -60,10 +60,12 @@ const SHELVABLE = ['active', 'stopped', 'paused', 'suspended'] as const;
 const SHELVING = ['shelving', 'shelving_image_pending_upload', 'shelving_image_uploading'] as const;
 /** nova's `_nil_out_instance_obj_host_and_node`: an instance no host holds. */
 const NO_HOST = { host: null, node: null, compute_id: null, launched_on: null } as const;
+const RESCUE = 'compute_rescue_instance';
+const UNRESCUE = 'compute_unrescue_instance';
 /** A snapshot's or backup's task states on this host (a replay finds any of them). */
 const IMAGING = ['image_snapshot', 'image_backup', 'image_pending_upload', 'image_uploading'] as const;
-/** nova's API triggers a crash dump of these (`ALLOW_TRIGGER_CRASH_DUMP`, less RESCUED, which this agent has not). */
-const CRASH_DUMPABLE = { vm: ['active', 'paused', 'resized', 'error'], task: [null], move: 'none' } as const satisfies StatePattern;
+/** nova's API triggers a crash dump of these (`ALLOW_TRIGGER_CRASH_DUMP`). */
+const CRASH_DUMPABLE = { vm: ['active', 'paused', 'rescued', 'resized', 'error'], task: [null], move: 'none' } as const satisfies StatePattern;
 /** nova's reboot task states (`soft_reboot_states`, `hard_reboot_states`): a soft reboot of a guest that is down is done hard, so either may be found. */
 const NOVA_REBOOTING = ['rebooting', 'reboot_pending', 'reboot_started', 'rebooting_hard', 'reboot_pending_hard', 'reboot_started_hard'];
 
@@ -345,6 +347,26 @@ export const TRANSITIONS = table({
     method: 'unshelve_instance', from: { vm: ['shelved_offloaded'], task: 'any', move: 'none' }, to: { task: null }, notify: 'ERROR',
     nova: { instance: [{ set: { ...NO_HOST, task_state: 'state' } }], fault: true, hook: 'forget_instance', event: { name: UNSHELVE, phase: 'finish', failure: 'unshelve failed' }, usage: true },
   },
+  // ---- rescue and unrescue (`rescue.ts`; nova's API set rescuing or unrescuing) ----
+  'rescue.start': { method: 'rescue_instance', from: { vm: ['active', 'stopped', 'error'], task: [null, 'rescuing'], move: 'none' }, to: { task: 'rescuing' }, onFailure: 'rescue.error', notify: 'INFO', nova: { event: { name: RESCUE, phase: 'start' } } },
+  'rescue.end': {
+    method: 'rescue_instance', from: { vm: ['active', 'stopped', 'error'], task: ['rescuing'], move: 'none' }, to: { vm: 'rescued', task: null, power: 'running' }, notify: 'INFO',
+    nova: { instance: [{ set: { vm_state: 'state', task_state: 'state', power_state: 'state', launched_at: 'now' }, expected: 'rescuing' }], event: { name: RESCUE, phase: 'finish' } },
+  },
+  /** The driver failed: ERROR with the fault (nova's `_set_instance_obj_error_state`, then `reverts_task_state`). */
+  'rescue.error': {
+    method: 'rescue_instance', from: { vm: 'any', task: ['rescuing'], move: 'none' }, to: { vm: 'error', task: null }, notify: 'ERROR',
+    nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: RESCUE, phase: 'finish', failure: 'rescue failed' } },
+  },
+  'unrescue.start': { method: 'unrescue_instance', from: { vm: ['rescued'], task: [null, 'unrescuing'], move: 'none' }, to: { task: 'unrescuing' }, onFailure: 'unrescue.error', notify: 'INFO', nova: { event: { name: UNRESCUE, phase: 'start' } } },
+  'unrescue.end': {
+    method: 'unrescue_instance', from: { vm: ['rescued'], task: ['unrescuing'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
+    nova: { instance: [{ set: { vm_state: 'state', task_state: 'state', power_state: 'state' }, expected: 'unrescuing' }], event: { name: UNRESCUE, phase: 'finish' } },
+  },
+  'unrescue.error': {
+    method: 'unrescue_instance', from: { vm: 'any', task: ['unrescuing'], move: 'none' }, to: { vm: 'error', task: null }, notify: 'ERROR',
+    nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: UNRESCUE, phase: 'finish', failure: 'unrescue failed' } },
+  },
   // ---- rebuild on this host (nova's API set rebuilding and the new image_ref before the cast) ----
   'rebuild.start': {
     method: 'rebuild_instance', from: { vm: ['active', 'stopped', 'error'], task: [null, 'rebuild_spawning'], move: 'none' }, to: { task: 'rebuild_spawning' }, onFailure: 'rebuild.error', notify: 'INFO',
@@ -361,7 +383,7 @@ export const TRANSITIONS = table({
   },
   // ---- the periodic power-state sync (nova's `_sync_power_states`) ----
   /** The driver's power state differs from the recorded one: recorded. */
-  'power_sync.state': { method: '_sync_power_states', from: { vm: ['active', 'stopped', 'paused', 'suspended'], task: [null], move: 'none' }, to: {}, notify: 'none', nova: { instance: [{ set: { power_state: 'state' }, expected: [null] }] } },
+  'power_sync.state': { method: '_sync_power_states', from: { vm: ['active', 'stopped', 'paused', 'suspended', 'rescued'], task: [null], move: 'none' }, to: {}, notify: 'none', nova: { instance: [{ set: { power_state: 'state' }, expected: [null] }] } },
   /** The guest of an ACTIVE or PAUSED instance shut down or crashed: STOPPED (nova stops it through its API). */
   'power_sync.stopped': {
     method: '_sync_power_states', from: { vm: ['active', 'paused'], task: [null], move: 'none' }, to: { vm: 'stopped', task: null, power: 'shutdown' }, notify: 'INFO',
@@ -391,7 +413,7 @@ export const TRANSITIONS = table({
   'unsupported.call': { method: 'unsupported_method', from: { vm: 'any', task: 'any' }, to: {}, notify: 'none', nova: { instance: [{ set: { task_state: null }, expected: ['updating_password'] }], fault: true } },
   // ---- start-up recovery (nova's init_host) ----
   /** A task a request no longer in the journal left behind, on an instance not moving. */
-  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning', 'pausing', 'unpausing', 'suspending', 'resuming', ...IMAGING, ...SHELVING], move: 'none' }, to: { task: null }, notify: 'none', nova: { instance: [{ set: { task_state: 'state' } }] } },
+  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning', 'pausing', 'unpausing', 'suspending', 'resuming', ...IMAGING, ...SHELVING, 'rescuing', 'unrescuing'], move: 'none' }, to: { task: null }, notify: 'none', nova: { instance: [{ set: { task_state: 'state' } }] } },
   /** The guest of an ACTIVE instance is gone from the hypervisor. */
   'power_off.error': { method: 'init_host', from: { vm: ['active'], task: 'any', move: 'none' }, to: { vm: 'error', task: null, power: 'nostate' }, notify: 'ERROR', nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }] } },
 });

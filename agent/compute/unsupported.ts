@@ -46,8 +46,6 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   add_fixed_ip_to_instance: cast('network_id'),
   inject_network_info: cast(),
   remove_fixed_ip_from_instance: cast('address'),
-  rescue_instance: cast('rescue_password', 'rescue_image_ref', 'clean_shutdown'),
-  unrescue_instance: cast(),
   soft_delete_instance: cast(),
   restore_instance: cast(),
   allow_share: cast('share_mapping'),

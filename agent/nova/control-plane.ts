@@ -361,7 +361,9 @@ export class NovaControlPlane implements ControlPlane {
   private async event(ctx: RequestContext, uuid: string, name: string, phase: 'start' | 'finish', failure?: string): Promise<void> {
     const c = elevated(ctx);
     if (phase === 'start') await this.o.conductor.classAction(c, 'InstanceActionEvent', 'event_start', [uuid, name], { want_result: false, host: this.o.host });
-    else await this.o.conductor.classAction(c, 'InstanceActionEvent', 'event_finish_with_failure', [uuid, name], { exc_val: failure ?? null, exc_tb: null, want_result: false });
+    // nova records a failure only with a traceback (`pack_action_event_finish`: no exc_tb is
+    // 'Success'); the agent's failure has no Python traceback, so its text stands in for one.
+    else await this.o.conductor.classAction(c, 'InstanceActionEvent', 'event_finish_with_failure', [uuid, name], { exc_val: failure ?? null, exc_tb: failure === undefined ? null : `compute-agent: ${failure}\n`, want_result: false });
   }
 
   private now(): Date {

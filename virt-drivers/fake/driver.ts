@@ -254,6 +254,25 @@ export class FakeDriver implements VirtDriver {
     await upload({ data: Readable.from([disk]), bytes: disk.length, diskFormat: 'raw' });
   }
 
+  /** Rescued: the console says from which image; the guest runs. */
+  async rescue(instance: InstanceRef, imageRef: string, _cleanShutdown: boolean): Promise<void> {
+    await this.faults.before('rescue');
+    const i = this.hypervisor.settled(instance, 'rescue');
+    if (i.rescueImage) return;
+    i.rescueImage = imageRef;
+    this.hypervisor.print(i, `booted from rescue image ${imageRef}, own disk second`);
+    i.powerState = 'RUNNING';
+  }
+
+  async unrescue(instance: InstanceRef): Promise<void> {
+    await this.faults.before('unrescue');
+    const i = this.hypervisor.settled(instance, 'unrescue');
+    if (!i.rescueImage) return;
+    delete i.rescueImage;
+    this.hypervisor.print(i, 'booted from its own disk');
+    i.powerState = 'RUNNING';
+  }
+
   async triggerCrashDump(instance: InstanceRef): Promise<void> {
     await this.faults.before('triggerCrashDump');
     const i = this.hypervisor.settled(instance, 'trigger a crash dump');

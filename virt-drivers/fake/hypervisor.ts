@@ -25,6 +25,8 @@ export interface FakeInstance {
   /** PCI address of the GPU its vGPUs are on (what libvirt would say about its mdevs). */
   gpu?: string;
   abortRequested?: boolean;
+  /** Rescued: the image its rescue disk was made from. */
+  rescueImage?: string;
   /** What the guest wrote to its serial console, one entry a line (power events, as a guest would print them). */
   console?: string[];
   /** Its NICs' VIFs (network_info), attach and detach included. */

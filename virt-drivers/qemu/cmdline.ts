@@ -38,6 +38,9 @@ import { rbdSecretFile, VOLUME_SLOTS } from './volumes';
 /** The block backend and guest device of the root disk (QMP uses the first). */
 export const DISK_DRIVE_ID = 'drive-disk0';
 export const DISK_DEVICE_ID = 'virtio-disk0';
+/** A rescue's disk (`disk.rescue`), the first the guest sees and boots from. */
+export const RESCUE_DRIVE_ID = 'drive-rescue0';
+export const RESCUE_DEVICE_ID = 'virtio-rescue0';
 
 /** How many NICs an instance may have (root ports made on q35; PCI slots reserved elsewhere). */
 export const NIC_SLOTS = 8;
@@ -208,6 +211,10 @@ export function qemuCommandLine(input: CommandLineInput): string[] {
     'isa-serial,chardev=charserial0,id=serial0',
   ];
   if (input.sandbox) args.push('-sandbox', 'on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny');
+  if (def.rescue) {
+    // Rescued: the rescue image's disk first (the guest's vda, booted), the instance's own after it.
+    args.push('-drive', `file=${e(paths.rescueDisk)},format=qcow2,if=none,id=${RESCUE_DRIVE_ID}`, '-device', `virtio-blk-pci,drive=${RESCUE_DRIVE_ID},id=${RESCUE_DEVICE_ID},bootindex=0`);
+  }
   if (def.disk) {
     const bootindex = bootOrder(def).disk;
     args.push(

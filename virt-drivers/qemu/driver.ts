@@ -40,6 +40,7 @@ import * as vols from './volume-hotplug';
 import * as swap from './volume-swap';
 import * as suspension from './suspend';
 import * as snap from './snapshot';
+import * as rescuing from './rescue';
 import { MAX_SOCKET_PATH, qemuOptionsFromConfig, type QemuOptions } from './options';
 import { HostProcesses, type VmProcesses } from './process';
 import type { QmpClient } from './qmp';
@@ -277,6 +278,8 @@ export class QemuDriver implements VirtDriver {
   async suspend(instance: InstanceRef): Promise<void> { return suspension.suspend(this.host, instance); }
   async resume(instance: InstanceRef): Promise<void> { return suspension.resume(this.host, instance); }
   async triggerCrashDump(instance: InstanceRef): Promise<void> { return suspension.triggerCrashDump(this.host, instance); }
+  async rescue(instance: InstanceRef, imageRef: string, cleanShutdown: boolean): Promise<void> { return rescuing.rescue(this.host, instance, imageRef, cleanShutdown); }
+  async unrescue(instance: InstanceRef): Promise<void> { return rescuing.unrescue(this.host, instance); }
 
   async snapshot(instance: InstanceRef, upload: (image: SnapshotImage) => Promise<void>): Promise<void> { return snap.snapshot(this.host, instance, upload); }
 

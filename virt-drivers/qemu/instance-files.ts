@@ -81,6 +81,8 @@ export interface VmDefinition {
    * keeps its old device layout (no volume root ports), as with `nics`.
    */
   readonly volumes?: readonly RbdVolumeDefinition[];
+  /** Rescued: the guest boots from `disk.rescue` (the rescue image), its own disk attached after it. */
+  readonly rescue?: boolean;
 }
 
 /** The files of one instance directory. */
@@ -94,6 +96,8 @@ export interface InstancePaths {
   readonly log: string;
   /** A suspended guest's saved state (QEMU's migration stream). */
   readonly suspendState: string;
+  /** A rescued guest's boot disk, an overlay on the rescue image. */
+  readonly rescueDisk: string;
 }
 
 /** The paths of the files in instance directory `dir`. */
@@ -107,6 +111,7 @@ export function instancePaths(dir: string): InstancePaths {
     pid: join(dir, 'qemu.pid'),
     log: join(dir, 'qemu.log'),
     suspendState: join(dir, 'suspend.state'),
+    rescueDisk: join(dir, 'disk.rescue'),
   };
 }
 
@@ -188,6 +193,7 @@ export const vmDefinitionSchema = z.object({
       }),
     )
     .optional(),
+  rescue: z.boolean().optional(),
 });
 
 /** A VIF as a record keeps it: the fields plugging reads are checked, the rest is nova's JSON kept as it came. */

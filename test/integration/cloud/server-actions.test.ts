@@ -11,7 +11,9 @@
 //   from which a new server boots and counts; backups (createBackup) rotated down to `rotation`;
 // - shelve and unshelve of a guest on the tenant network: SHELVED_OFFLOADED on no host, with no
 //   allocation, no QEMU and no instance directory on either host, its port kept but unbound; then
-//   ACTIVE again on a host, booted from the shelved image, its port bound there, the image gone.
+//   ACTIVE again on a host, booted from the shelved image, its port bound there, the image gone;
+// - rescue and unrescue of the net guest: RESCUE, the rescue system reads, on its second disk, the
+//   token the guest wrote on its own disk; ACTIVE again, booted from its own disk, token intact.
 //
 // The cloud is shared with the other files of test/integration/cloud (test/helpers/cloud.ts).
 import { execFileSync } from 'node:child_process';
@@ -19,6 +21,7 @@ import { join } from 'node:path';
 import { SharedCloud, type ServerView } from '../../helpers/cloud';
 import { neutronUnavailable } from '../../helpers/neutron-cloud';
 import { HAVE_QEMU } from '../../helpers/qemu-hosts';
+import { diskEvents } from '../../helpers/net-guest';
 import { tickImage, ticks } from '../../helpers/tick-guest';
 import { waitUntil } from '../../helpers/wait';
 
@@ -190,6 +193,38 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
     const held = await cloud.must<Record<string, unknown>>('placement', 'GET', `/allocations/${s.id}`, undefined, 'allocations');
     expect(Object.keys(held)).toHaveLength(1);
     expect((await cloud.call('glance', 'GET', `/v2/images/${image?.id ?? ''}`)).status).toBe(404);
+  });
+
+  test('rescue and unrescue through nova’s API: the rescue system sees the guest’s own disk as its second disk; unrescued, the guest boots from it again', async () => {
+    const [, hostB = ''] = cloud.hosts;
+    const netImage = (await cloud.must<Array<{ id: string }>>('glance', 'GET', '/v2/images?name=net-guest', undefined, 'images'))[0]?.id ?? '';
+    const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name: 'actions-rescue', flavorRef: 'ca-net', imageRef: netImage, networks: 'none', host: hostB } }, 'server', '2.74');
+    servers.push(s.id);
+    await cloud.settled(s.id, 'ACTIVE');
+    /** The disk events of the guest's last boot, and how many boots the console shows. */
+    const lastBoot = async (): Promise<{ boots: number; events: ReturnType<typeof diskEvents> }> => {
+      const parts = (await cloud.consoleOf(s.id, 400)).split('net-guest: init');
+      return { boots: parts.length - 1, events: diskEvents(parts.at(-1) ?? '') };
+    };
+    const holds = (events: ReturnType<typeof diskEvents>, disk: string, kind: 'read' | 'wrote', token?: string): string | undefined => {
+      for (const e of events) if (e.disk === disk && e.kind === kind && (token === undefined || e.token === token)) return e.token;
+      return undefined;
+    };
+    let token = '';
+    await waitUntil('the guest wrote its token on its own disk', async () => (token = holds((await lastBoot()).events, 'vda', 'wrote') ?? '') !== '', 120_000);
+
+    const t0 = Date.now();
+    await act(s.id, { rescue: null });
+    await cloud.settled(s.id, 'RESCUE', 120_000);
+    log(`rescue through nova's API: ${Date.now() - t0} ms`);
+    await waitUntil('the rescue system reads the token on its second disk', async () => holds((await lastBoot()).events, 'vdb', 'read', token) !== undefined, 120_000);
+    const rescued = (await lastBoot()).boots;
+
+    await act(s.id, { unrescue: null });
+    await cloud.settled(s.id, 'ACTIVE', 120_000);
+    let after = await lastBoot();
+    await waitUntil('the guest boots from its own disk again, the token intact', async () => (after = await lastBoot()).boots > rescued && holds(after.events, 'vda', 'read', token) !== undefined, 120_000);
+    expect(after.events.some((e) => e.disk === 'vdb')).toBe(false);
   });
 
   test('the agent SIGKILLed in the middle of a suspend and started again: the suspend completes, SUSPENDED; resumed, the guest counts on', async () => {

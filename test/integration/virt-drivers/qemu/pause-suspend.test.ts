@@ -3,7 +3,8 @@
 // state on disk, survives a restart of the driver, and resumes counting from where it was (no
 // second boot); a hard reboot of a suspended guest boots afresh and drops the state; an NMI
 // reaches a running guest; a snapshot of a running guest (it runs on) and of a stopped one is a
-// standalone qcow2 that boots.
+// standalone qcow2 that boots; a rescued guest boots from the rescue image with its own disk
+// second, and unrescued boots from its own disk again, the rescue disk gone.
 import { execFileSync } from 'node:child_process';
 import { createWriteStream, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -122,5 +123,27 @@ describeWithQemu('qemu driver: pause, suspend, crash dump', () => {
     }
     await a.driver.destroy(spec);
     console.log(`live snapshot of the tick guest: ${liveMs} ms, ${taken[0]?.bytes ?? 0} bytes`);
+  });
+
+  test('rescue: booted from the rescue image, its own disk attached second; unrescue: its own disk again, the rescue disk gone', async () => {
+    const spec = instanceSpec(U(4), { image: 'tick.img' });
+    const log = consolePath(a, spec.uuid);
+    const dir = join(a.instancesPath, spec.uuid);
+    await a.driver.spawn(spec);
+    await waitTick(log, 1);
+    const files = async (): Promise<string[]> => {
+      const block = (await (await a.driver.monitor(spec)).execute('query-block')) as Array<{ device: string; inserted?: { file: string } }>;
+      return block.filter((b) => b.inserted).map((b) => `${b.device}=${b.inserted?.file ?? ''}`);
+    };
+    await a.driver.rescue(spec, 'tick.img', false);
+    expect(await a.driver.getInfo(spec)).toMatchObject({ powerState: 'RUNNING' });
+    expect(await files()).toEqual([`drive-rescue0=${join(dir, 'disk.rescue')}`, `drive-disk0=${join(dir, 'disk.qcow2')}`]);
+    await waitFor('the rescue system boots', () => boots(log) === 2);
+    await a.driver.rescue(spec, 'tick.img', false); // idempotent
+    await a.driver.unrescue(spec);
+    expect(await files()).toEqual([`drive-disk0=${join(dir, 'disk.qcow2')}`]);
+    expect(existsSync(join(dir, 'disk.rescue'))).toBe(false);
+    await waitFor('its own system boots again', () => boots(log) === 3);
+    await a.driver.destroy(spec);
   });
 });

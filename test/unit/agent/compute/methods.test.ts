@@ -51,6 +51,8 @@ const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
   shelve_offload_instance: ['instance', 'clean_shutdown', 'accel_uuids'],
   unshelve_instance: ['instance', 'image', 'filter_properties', 'node', 'request_spec', 'accel_uuids'],
   live_migration_abort: ['instance', 'migration_id'],
+  rescue_instance: ['instance', 'rescue_password', 'rescue_image_ref', 'clean_shutdown'],
+  unrescue_instance: ['instance'],
   live_migration_force_complete: ['instance'],
   get_console_output: ['instance', 'tail_length'],
   attach_interface: ['instance', 'network_id', 'port_id', 'requested_ip', 'tag'],

@@ -160,6 +160,8 @@ describe('nova mode', () => {
     expect(c.faults.map((f) => f.message)).toEqual(['stop failed: guest stuck']);
     const finish = c.calls.find((x) => x.what === 'InstanceActionEvent.event_finish_with_failure' && x.args?.[1] === 'compute_stop_instance');
     expect(finish?.kwargs?.exc_val).toBe('stop failed: guest stuck');
+    // nova records the action as an Error only with a traceback (none: 'Success').
+    expect(finish?.kwargs?.exc_tb).toBe('compute-agent: stop failed: guest stuck\n');
 
     a.driver.hypervisor.find(uuid)!.powerState = 'CRASHED';
     await a.manager.power.syncPowerStates(CTX);
