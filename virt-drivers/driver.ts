@@ -234,6 +234,12 @@ export interface VirtDriver {
    * @throws InstanceNotFoundError, InstanceStateError (in a move), NotSupportedError (no local root disk), DriverError, what `upload` threw
    */
   snapshot(instance: InstanceRef, upload: (image: SnapshotImage) => Promise<void>): Promise<void>;
+  /**
+   * Whether `path`, a file another host made in its instances directory (nova's
+   * `check_instance_shared_storage_local`), is seen here: true only when both hosts share the
+   * instance storage. A path outside this host's instances directory is false. Never throws.
+   */
+  instanceFileVisible(path: string): Promise<boolean>;
   /** The guest's serial console log as the hypervisor kept it (at most its last 100 KiB, nova libvirt's cap). @throws InstanceNotFoundError */
   getConsoleOutput(instance: InstanceRef): Promise<Buffer>;
 

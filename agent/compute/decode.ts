@@ -192,6 +192,8 @@ export const computeArgs = {
   imageId: fromSchema('an image id (letters, digits and -)', z.string().regex(/^[A-Za-z0-9-]{1,64}$/, 'letters, digits and -'), same),
   /** `unshelve_instance`'s `image`: the shelved image nova's conductor read from Glance (its id), or null for a server booted from a volume. */
   shelvedImage: arg.optional(fromSchema('an image (an object with an id) or null', z.object({ id: z.string().min(1, 'an image id') }).nullable(), (i) => i?.id), undefined),
+  /** `check_instance_shared_storage`'s `data`: what nova's `check_instance_shared_storage_local` made on the other host. */
+  sharedStorageProbe: fromSchema('an object with a filename', z.object({ filename: z.string().min(1, 'a file path') }), same),
   /** `backup_instance`'s `backup_type`: a word such as daily or weekly. */
   backupType: fromSchema('a backup type (a non-empty string)', z.string().min(1, 'a non-empty string'), same),
   /** `backup_instance`'s `rotation`: how many backups of the type to keep. */

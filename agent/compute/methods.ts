@@ -181,6 +181,15 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
         return Promise.resolve();
       },
     }),
+    // A call with no instance in 6.x (nova sends only `data`): whether a file the caller made in
+    // its instances directory is seen here, i.e. whether the two hosts share instance storage.
+    method({
+      name: 'check_instance_shared_storage',
+      ...NOVA_COMPUTE_API,
+      journaled: false,
+      args: { data: A.sharedStorageProbe, ...unread('instance') },
+      handle: (a) => m.context.driver.instanceFileVisible(a.data.filename),
+    }),
     // Asked of the source while its live_migration runs and holds the instance's lock: never
     // ordered behind it, or they would wait for the migration they are about.
     method({

@@ -53,7 +53,6 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   unquiesce_instance: sideCast('mapping'),
   volume_snapshot_create: sideCast('volume_id', 'create_info'),
   volume_snapshot_delete: sideCast('volume_id', 'snapshot_id', 'delete_info'),
-  check_instance_shared_storage: call('data'),
   confirm_snapshot_based_resize_at_source: call('migration'),
   finish_snapshot_based_resize_at_dest: call('migration', 'snapshot_id', 'request_spec'),
   finish_revert_snapshot_based_resize_at_source: call('migration'),

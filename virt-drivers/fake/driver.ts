@@ -273,6 +273,11 @@ export class FakeDriver implements VirtDriver {
     i.powerState = 'RUNNING';
   }
 
+  /** The fake host shares no instance storage. */
+  async instanceFileVisible(_path: string): Promise<boolean> {
+    return false;
+  }
+
   async triggerCrashDump(instance: InstanceRef): Promise<void> {
     await this.faults.before('triggerCrashDump');
     const i = this.hypervisor.settled(instance, 'trigger a crash dump');

@@ -13,6 +13,8 @@
  * vSwitch (`../net/`). Images are local files or Glance images in the host's image cache
  * (`image-setup.ts`).
  */
+import { stat } from 'node:fs/promises';
+import { isAbsolute, resolve } from 'node:path';
 import type { Logger } from '../../lib/logging/logger';
 import type { ProviderTree } from '../../model/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
@@ -282,6 +284,15 @@ export class QemuDriver implements VirtDriver {
   async unrescue(instance: InstanceRef): Promise<void> { return rescuing.unrescue(this.host, instance); }
 
   async snapshot(instance: InstanceRef, upload: (image: SnapshotImage) => Promise<void>): Promise<void> { return snap.snapshot(this.host, instance, upload); }
+
+  async instanceFileVisible(path: string): Promise<boolean> {
+    const root = resolve(this.host.opts.instancesPath);
+    if (!isAbsolute(path) || !resolve(path).startsWith(`${root}/`)) return false;
+    return stat(path).then(
+      () => true,
+      () => false,
+    );
+  }
 
   async getConsoleOutput(instance: InstanceRef): Promise<Buffer> {
     return life.consoleOutput(this.host, instance);

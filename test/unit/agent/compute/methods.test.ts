@@ -52,6 +52,7 @@ const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
   unshelve_instance: ['instance', 'image', 'filter_properties', 'node', 'request_spec', 'accel_uuids'],
   live_migration_abort: ['instance', 'migration_id'],
   rescue_instance: ['instance', 'rescue_password', 'rescue_image_ref', 'clean_shutdown'],
+  check_instance_shared_storage: ['instance', 'data'],
   unrescue_instance: ['instance'],
   live_migration_force_complete: ['instance'],
   get_console_output: ['instance', 'tail_length'],
@@ -123,7 +124,7 @@ test("nova's compute API is served at 6.4 (2025.1), the agent's own namespace at
   expect([dispatcher.servedVersion(), dispatcher.servedVersion('compute_agent', 1), dispatcher.servedVersion('baseapi', 1)]).toEqual(['6.4', '1.0', '1.1']);
   expect(methods.filter((m) => m.namespace === 'compute_agent').map((m) => m.name)).toEqual(['confirm_resize_at_destination', 'list_instances', 'show_instance']);
   const served = methods.filter((m) => !(m.name in UNSUPPORTED_METHODS));
-  expect(served.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'get_console_output', 'get_diagnostics', 'list_instances', 'show_instance', 'external_instance_event', 'live_migration_abort', 'live_migration_force_complete']);
+  expect(served.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'get_console_output', 'get_diagnostics', 'list_instances', 'show_instance', 'external_instance_event', 'check_instance_shared_storage', 'live_migration_abort', 'live_migration_force_complete']);
 });
 
 test('every compute method takes 6.0 to 6.4 (what Zed and 2025.1 send); 6.5 is refused as unsupported, a method nova does not send as unknown', async () => {
