@@ -77,7 +77,8 @@ export class LiveFlows {
         c.log.warn({ instance: inst.uuid, migration: existing.migration.uuid }, 'an earlier live-migration check to this host was never followed by the migration; undoing it');
         await this.undoCheck(existing, existing.migration.uuid);
       }
-      const state = arrival('live_migration_check.dest', c.record(inst.uuid));
+      // A PAUSED server live-migrates paused (nova's API allows ACTIVE and PAUSED).
+      const state = arrival('live_migration_check.dest', c.record(inst.uuid), inst.vm_state === 'paused' ? 'paused' : 'active');
       const flavor = inst.flavor;
       if (!flavor) throw new Error('invalid argument instance: instance.flavor: missing');
       const rec = await c.save(
@@ -263,6 +264,8 @@ export class LiveFlows {
       if (!rec.migration) return;
       check(rec, 'live_migration_post_dest.end');
       await c.driver.postLiveMigrationAtDestination(rec, rec.migration.migrate_data ?? {});
+      // A guest that left paused stays paused here, whatever the driver's twin did on arrival.
+      if (rec.vm_state === 'paused') await c.driver.pause(rec);
       crashPoint('live.dest.post');
       await this.net.liveSettle(rec, ctx).catch((e: unknown) =>
         c.log.warn({ instance: uuid, reason: (e as Error).message }, "could not take migrating_to out of the ports' profiles or re-read them"),

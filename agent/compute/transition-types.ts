@@ -61,8 +61,8 @@ export interface TargetState {
   /** 'old': the vm_state the instance had before its move. */
   readonly vm?: VmState | 'old';
   readonly task?: TaskState | null;
-  /** 'old': shut down if the instance was stopped before its move, running otherwise. */
-  readonly power?: 'running' | 'paused' | 'suspended' | 'shutdown' | 'nostate' | 'old';
+  /** 'old': shut down if the instance was stopped before its move, running otherwise; 'vm': paused if the instance is PAUSED, running otherwise. */
+  readonly power?: 'running' | 'paused' | 'suspended' | 'shutdown' | 'nostate' | 'old' | 'vm';
 }
 
 /**

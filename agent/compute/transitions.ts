@@ -27,6 +27,8 @@ const table = <T extends { readonly [K in keyof T]: Transition<Extract<keyof T, 
 const BUILD = 'compute__do_build_and_run_instance';
 const DELETE = 'compute_terminate_instance';
 const MOVED = ['active', 'stopped'] as const;
+/** nova's API live-migrates ACTIVE and PAUSED servers. */
+const LIVE = ['active', 'paused'] as const;
 /** The Instance fields nova copies from a flavor (`_set_instance_info`), from the new or the old flavor. */
 const NEW_SIZES = { instance_type_id: 'new_flavor_field', memory_mb: 'new_flavor_field', vcpus: 'new_flavor_field', root_gb: 'new_flavor_field', ephemeral_gb: 'new_flavor_field' } as const;
 const OLD_SIZES = { instance_type_id: 'old_flavor_field', memory_mb: 'old_flavor_field', vcpus: 'old_flavor_field', root_gb: 'old_flavor_field', ephemeral_gb: 'old_flavor_field' } as const;
@@ -169,23 +171,23 @@ export const TRANSITIONS = table({
   // ---- live migration ----
   // nova's destination claims the move as for a resize (`_claim_existing_migration`), the status left as the conductor set it.
   'live_migration_check.dest': {
-    method: 'check_can_live_migrate_destination', from: 'new', to: { vm: 'active', task: 'migrating' }, notify: 'none',
+    method: 'check_can_live_migrate_destination', from: 'new', to: { task: 'migrating' }, notify: 'none',
     nova: { migration: { set: { dest_compute: 'this_host', dest_node: 'this_host', dest_compute_id: 'this_node_id', dest_host: 'this_ip' } } },
   },
-  'live_migration_check.source': { method: 'check_can_live_migrate_source', from: { vm: ['active'], task: [null], move: 'none' }, to: {}, notify: 'none' },
-  'live_migration_pre.start': { method: 'live_migration', from: { vm: ['active'], task: [null], move: 'none' }, to: { task: 'migrating' }, onFailure: 'live_migration_abort.end', notify: 'INFO', nova: { migration: { status: 'running' } } },
-  'live_migration_pre.dest': { method: 'pre_live_migration', from: { vm: ['active'], task: ['migrating'], move: 'dest' }, to: {}, notify: 'none' },
+  'live_migration_check.source': { method: 'check_can_live_migrate_source', from: { vm: LIVE, task: [null], move: 'none' }, to: {}, notify: 'none' },
+  'live_migration_pre.start': { method: 'live_migration', from: { vm: LIVE, task: [null], move: 'none' }, to: { task: 'migrating' }, onFailure: 'live_migration_abort.end', notify: 'INFO', nova: { migration: { status: 'running' } } },
+  'live_migration_pre.dest': { method: 'pre_live_migration', from: { vm: LIVE, task: ['migrating'], move: 'dest' }, to: {}, notify: 'none' },
   'live_migration_post_dest.end': {
-    method: 'post_live_migration_at_destination', from: { vm: ['active'], task: ['migrating'], move: 'dest' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'none',
+    method: 'post_live_migration_at_destination', from: { vm: LIVE, task: ['migrating'], move: 'dest' }, to: { task: null, power: 'vm' }, notify: 'none',
     nova: { instance: [{ set: { host: 'this_host', node: 'this_host', compute_id: 'this_node_id', power_state: 'state', task_state: 'state', progress: 0 }, expected: 'migrating' }], fanout: 'update_instance_info', usage: true },
   },
   /** The source drops its record once the destination runs the instance. */
   'live_migration_post.end': {
-    method: 'live_migration', from: { vm: ['active'], task: ['migrating'], move: 'source' }, to: { task: null }, notify: 'INFO',
+    method: 'live_migration', from: { vm: LIVE, task: ['migrating'], move: 'source' }, to: { task: null }, notify: 'INFO',
     nova: { migration: { status: 'completed' }, hook: 'forget_instance', fanout: 'delete_instance_info', usage: true },
   },
   'live_migration_abort.end': {
-    method: 'live_migration', from: { vm: ['active'], task: ['migrating'], move: 'source' }, to: { task: null }, notify: 'INFO',
+    method: 'live_migration', from: { vm: LIVE, task: ['migrating'], move: 'source' }, to: { task: null }, notify: 'INFO',
     nova: { migration: { status: 'error', orLatest: true }, instance: [{ set: { task_state: 'state', progress: 0 }, expected: ['migrating'] }], usage: true },
   },
   // ---- stop, start, reboot (nova's API set powering-off, powering-on or rebooting(_hard) before the cast) ----
@@ -441,7 +443,18 @@ export function stateAfter(step: FlowStep, rec?: StateSource): Partial<InstanceS
   const old = rec?.migration?.old_vm_state ?? rec?.vm_state;
   const vm = to.vm === 'old' ? old : (to.vm ?? rec?.vm_state);
   const task = to.task !== undefined ? to.task : rec?.task_state;
-  const power = to.power === undefined ? rec?.power_state : to.power === 'old' ? (old === 'stopped' ? POWER_STATE.SHUTDOWN : POWER_STATE.RUNNING) : POWER[to.power];
+  const power =
+    to.power === undefined
+      ? rec?.power_state
+      : to.power === 'old'
+        ? old === 'stopped'
+          ? POWER_STATE.SHUTDOWN
+          : POWER_STATE.RUNNING
+        : to.power === 'vm'
+          ? vm === 'paused'
+            ? POWER_STATE.PAUSED
+            : POWER_STATE.RUNNING
+          : POWER[to.power];
   return { ...(vm !== undefined ? { vm_state: vm } : {}), ...(task !== undefined ? { task_state: task } : {}), ...(power !== undefined ? { power_state: power } : {}) };
 }
 

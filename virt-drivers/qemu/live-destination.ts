@@ -169,7 +169,8 @@ export async function postLiveMigrationAtDestination(host: QemuHost, ref: Instan
     if (m.rec.vm.nics?.length) {
       await vm.execute('announce-self', { initial: 50, max: 550, rounds: 5, step: 100 }).catch((e: unknown) => host.log.warn({ instance: ref.uuid, reason: (e as Error).message }, 'announce-self failed'));
     }
-    await host.table.save(m, { task: null, power: 'running' });
+    // A guest that left paused arrives paused (QEMU carries the run state across).
+    await host.table.save(m, { task: null, power: state === 'paused' ? 'paused' : 'running' });
     host.log.info({ instance: ref.uuid, runState: state }, 'live migration received');
   });
 }

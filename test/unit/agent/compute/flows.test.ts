@@ -193,6 +193,22 @@ describe('compute flows (mocked Placement)', () => {
     expect(mock.consumers.has(second.uuid)).toBe(false);
   });
 
+  test('a PAUSED server live-migrates paused: PAUSED on the destination, its guest paused there', async () => {
+    const { peers, a, b, call } = await setup();
+    const inst = instanceArgs();
+    const uuid = String(inst.uuid);
+    await call(b, 'build_and_run_instance', { instance: inst });
+    await call(b, 'pause_instance', { instance: { uuid } });
+    const mig = { uuid: randomUUID(), migration_type: 'live-migration', source_compute: 'host-b', dest_compute: 'host-a' };
+    const data = await call(a, 'check_can_live_migrate_destination', { instance: { ...inst, vm_state: 'paused' }, migration: mig });
+    await call(b, 'live_migration', { instance: { uuid }, dest: 'host-a', migration: mig, migrate_data: data });
+    await peers.settle();
+    expect(peers.failures).toEqual([]);
+    expect(a.manager.record(uuid)).toMatchObject({ vm_state: 'paused', task_state: null, power_state: 3 });
+    expect(a.driver.hypervisor.find(uuid)?.powerState).toBe('PAUSED');
+    expect(b.manager.record(uuid)).toBeUndefined();
+  });
+
   test('live migration failing in the driver rolls back: source keeps the instance and its allocations', async () => {
     const { mock, peers, a, b, call } = await setup();
     const inst = instanceArgs();
