@@ -16,7 +16,7 @@ import type { ArgsOf, ArgsSpec } from '../rpc/endpoint/args';
 import { ArgumentError, computeArgs as A, unread, type UnplacedMigration, type DecodedMigration } from './decode';
 import { attachRequest, interfaceArgs as I, networkArgs as N } from './decode-network';
 import { volumeArgs as V } from './decode-volume';
-import { getDiagnostics } from './diagnostics';
+import { getDiagnostics, getInstanceDiagnostics } from './diagnostics';
 import type { ComputeManager } from './manager';
 import { instanceKey, method, NOVA_COMPUTE_API, type ComputeMethod, type MethodVersions } from './method-table';
 import type { RequestContext } from './ports';
@@ -164,6 +164,7 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     ),
     row('get_console_output', { instance: A.instanceRef, tail_length: A.tailLength }, (a) => m.power.consoleOutput(a.instance.uuid, a.tail_length), read),
     row('get_diagnostics', { instance: A.instanceRef }, (a) => getDiagnostics(m.context, a.instance.uuid), read),
+    row('get_instance_diagnostics', { instance: A.instanceRef }, (a) => getInstanceDiagnostics(m.context, a.instance.uuid), read),
     row('confirm_resize_at_destination', { instance: A.instanceRef, migration: A.migration }, (a) => resize.confirmAtDestination(a.instance.uuid, a.migration.uuid), agent),
     row('list_instances', {}, () => Promise.resolve(m.list()), { ...agent, ...read }),
     row('show_instance', { instance: A.instanceRef }, (a) => m.show(a.instance.uuid), { ...agent, ...read }),

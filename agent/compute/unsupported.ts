@@ -59,7 +59,6 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   prep_snapshot_based_resize_at_dest: call('flavor', 'nodename', 'migration', 'limits', 'request_spec'),
   prep_snapshot_based_resize_at_source: call('migration', 'snapshot_id'),
   revert_snapshot_based_resize_at_dest: call('migration'),
-  get_instance_diagnostics: call(),
   get_vnc_console: call('console_type'),
   get_spice_console: call('console_type'),
   // Zed's (removed in 2025.1).

@@ -26,3 +26,21 @@ test('a running instance: state, driver, vCPUs and memory; stopped or unknown: r
   const unknown = randomUUID();
   await expect(peers.call(a.name, 'get_diagnostics', { instance: { uuid: unknown } }, ctx)).rejects.toThrow(`instance ${unknown} could not be found on this host`);
 });
+
+test("get_instance_diagnostics: nova's Diagnostics object (libvirt's fields, the flavor's CPUs and memory, any power state)", async () => {
+  const mock = new MockPlacement().install();
+  const peers = new InProcessPeers();
+  const a = await makeHost('host-d', new PlacementClient(new PlacementHttp({ auth: new NoAuth(mock.base) })), peers);
+  const ctx = { request_id: 'req-diag' };
+  const inst = instanceArgs();
+  const uuid = String(inst.uuid);
+  await peers.call(a.name, 'build_and_run_instance', { instance: { ...inst, image_ref: 'img' } }, ctx);
+  await peers.call(a.name, 'stop_instance', { instance: { uuid } }, ctx);
+  const d = await peers.call<Record<string, unknown>>(a.name, 'get_instance_diagnostics', { instance: { uuid } }, ctx);
+  expect(d).toMatchObject({ 'nova_object.name': 'Diagnostics', 'nova_object.version': '1.0' });
+  const data = d['nova_object.data'] as Record<string, unknown>;
+  expect(data).toMatchObject({ state: 'shutdown', driver: 'libvirt', hypervisor: 'qemu', config_drive: false, num_cpus: 2, num_nics: 0, num_disks: 1 });
+  expect(data.memory_details).toMatchObject({ 'nova_object.name': 'MemoryDiagnostics', 'nova_object.data': { maximum: 2048, used: null } });
+  expect((data.cpu_details as unknown[]).length).toBe(2);
+  expect(typeof data.uptime).toBe('number');
+});
