@@ -163,6 +163,13 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
       m.volumeSwap.removeConnection(a.instance.uuid, a.volume_id, a.delete_attachment, ctx),
     ),
     row('get_console_output', { instance: A.instanceRef, tail_length: A.tailLength }, (a) => m.power.consoleOutput(a.instance.uuid, a.tail_length), read),
+    // nova-compute reads the network and hands it to the driver, whose inject_network_info does
+    // nothing under libvirt (nor here): answered, the server left as it is.
+    row('inject_network_info', { instance: A.instanceRef }, (a) => {
+      m.context.require(a.instance.uuid);
+      m.context.log.info({ instance: a.instance.uuid }, 'inject_network_info: nothing to inject (no guest agent); the server is left as it is');
+      return Promise.resolve();
+    }, read),
     row('get_diagnostics', { instance: A.instanceRef }, (a) => getDiagnostics(m.context, a.instance.uuid), read),
     row('get_instance_diagnostics', { instance: A.instanceRef }, (a) => getInstanceDiagnostics(m.context, a.instance.uuid), read),
     row('confirm_resize_at_destination', { instance: A.instanceRef, migration: A.migration }, (a) => resize.confirmAtDestination(a.instance.uuid, a.migration.uuid), agent),

@@ -44,7 +44,6 @@ const call = (...args: string[]): Unsupported => ({ kind: 'call', args });
 /** The methods with an `instance` argument nova may send that the agent does not implement, with their other arguments. */
 export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   add_fixed_ip_to_instance: cast('network_id'),
-  inject_network_info: cast(),
   remove_fixed_ip_from_instance: cast('address'),
   soft_delete_instance: cast(),
   restore_instance: cast(),

@@ -68,6 +68,7 @@ const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
   remove_volume_connection: ['instance', 'volume_id', 'delete_attachment'],
   rebuild_instance: ['instance', 'new_pass', 'injected_files', 'image_ref', 'orig_image_ref', 'orig_sys_metadata', 'bdms', 'recreate', 'on_shared_storage', 'preserve_ephemeral', 'migration', 'scheduled_node', 'limits', 'request_spec', 'accel_uuids', 'reimage_boot_volume', 'target_state'],
   get_diagnostics: ['instance'],
+  inject_network_info: ['instance'],
   get_instance_diagnostics: ['instance'],
   confirm_resize_at_destination: ['instance', 'migration'],
   list_instances: [],
@@ -125,7 +126,7 @@ test("nova's compute API is served at 6.4 (2025.1), the agent's own namespace at
   expect([dispatcher.servedVersion(), dispatcher.servedVersion('compute_agent', 1), dispatcher.servedVersion('baseapi', 1)]).toEqual(['6.4', '1.0', '1.1']);
   expect(methods.filter((m) => m.namespace === 'compute_agent').map((m) => m.name)).toEqual(['confirm_resize_at_destination', 'list_instances', 'show_instance']);
   const served = methods.filter((m) => !(m.name in UNSUPPORTED_METHODS));
-  expect(served.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'get_console_output', 'get_diagnostics', 'get_instance_diagnostics', 'list_instances', 'show_instance', 'external_instance_event', 'check_instance_shared_storage', 'live_migration_abort', 'live_migration_force_complete']);
+  expect(served.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'get_console_output', 'inject_network_info', 'get_diagnostics', 'get_instance_diagnostics', 'list_instances', 'show_instance', 'external_instance_event', 'check_instance_shared_storage', 'live_migration_abort', 'live_migration_force_complete']);
 });
 
 test('every compute method takes 6.0 to 6.4 (what Zed and 2025.1 send); 6.5 is refused as unsupported, a method nova does not send as unknown', async () => {

@@ -82,6 +82,14 @@ describe('standalone, fake driver', () => {
     expect(a.manager.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
   });
 
+  test('inject_network_info is answered and changes nothing (nothing to inject, as under libvirt)', async () => {
+    const { a, call } = await setup();
+    const uuid = await running(a, call);
+    await call('inject_network_info', { instance: { uuid } });
+    expect(a.manager.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
+    expect(a.manager.record(uuid)?.fault).toBeUndefined();
+  });
+
   test('power sync: a PAUSED server whose guest died is stopped; a SUSPENDED one is left as it is', async () => {
     const { a, call } = await setup();
     const paused = await running(a, call);
