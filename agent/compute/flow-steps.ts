@@ -2,7 +2,8 @@
  * Steps several compute flows share, kept in one place so the flows cannot drift apart: the first
  * record of an instance arriving on this host, a move's claim on the destination recorded on the
  * instance and its migration, the best-effort revert of a failed move's swap, the driver's view of
- * an instance, putting an instance in ERROR, and a failed build's end.
+ * an instance, putting an instance in ERROR, a step whose work is one driver call, and a failed
+ * build's end.
  * It is not: locking or journaling (the calling flow does those), or the state machine
  * (`transitions.ts`).
  */
@@ -101,4 +102,35 @@ export async function endFailedBuild(c: Pick<FlowContext, 'controlPlane' | 'remo
   if (!c.controlPlane.releasesFailedBuilds) return;
   if (!allocationsFreed) await c.removals.add(rec.uuid, [rec.uuid]);
   await c.forget(rec.uuid);
+}
+
+/**
+ * A step whose work is one driver call, under the instance's lock: `start` recorded and reported,
+ * `work`, then `end`; when `work` throws, `failure` (a row that clears the task, keeping or erring
+ * the state as the row says) with the fault `<what> failed: <reason>`. Never throws what `work`
+ * threw. @throws InvalidStateError when the instance may not take `start`, InstanceNotFoundError
+ */
+export function driverStep(
+  c: Pick<FlowContext, 'locks' | 'require' | 'save' | 'log' | 'notify'>,
+  uuid: string,
+  what: string,
+  [start, end, failure]: readonly [FlowStep, FlowStep, FlowStep],
+  ctx: RequestContext,
+  work: (rec: InstanceRecord) => Promise<void>,
+): Promise<void> {
+  return c.locks.with(uuid, async () => {
+    const rec = c.require(uuid);
+    transition(rec, start);
+    await c.save(rec);
+    await c.notify(rec, start, ctx);
+    try {
+      await work(rec);
+    } catch (e) {
+      await putInError(c, rec, `${what} failed: ${e instanceof Error ? e.message : String(e)}`, ctx, failure);
+      return;
+    }
+    transition(rec, end);
+    await c.save(rec);
+    await c.notify(rec, end, ctx);
+  });
 }

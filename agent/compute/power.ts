@@ -18,7 +18,7 @@ import { InstanceNotFoundError as DriverInstanceNotFound } from '../../virt-driv
 import { POWER_STATE, type PowerState } from '../../virt-drivers/types';
 import type { InstanceRecord } from '../../model/instance';
 import type { FlowContext } from './flow-context';
-import { putInError } from './flow-steps';
+import { driverStep, putInError } from './flow-steps';
 import type { RequestContext } from './ports';
 import { allows, transition, type FlowStep } from './transitions';
 
@@ -64,32 +64,32 @@ export class PowerFlows {
 
   /** `stop_instance`: the guest shut down (`cleanShutdown`: within the driver's timeout, else at once); STOPPED. */
   stop(uuid: string, cleanShutdown: boolean, ctx: RequestContext): Promise<void> {
-    return this.run(uuid, 'stop', ['power_off.start', 'power_off.end', 'power_off.revert'], ctx, (rec) => this.c.driver.powerOff(rec, cleanShutdown ? {} : { timeoutSec: 0 }));
+    return driverStep(this.c, uuid, 'stop', ['power_off.start', 'power_off.end', 'power_off.revert'], ctx, (rec) => this.c.driver.powerOff(rec, cleanShutdown ? {} : { timeoutSec: 0 }));
   }
 
   /** `start_instance`: the guest started; ACTIVE. */
   start(uuid: string, ctx: RequestContext): Promise<void> {
-    return this.run(uuid, 'start', ['power_on.start', 'power_on.end', 'power_on.revert'], ctx, (rec) => this.c.driver.powerOn(rec));
+    return driverStep(this.c, uuid, 'start', ['power_on.start', 'power_on.end', 'power_on.revert'], ctx, (rec) => this.c.driver.powerOn(rec));
   }
 
   /** `pause_instance`: the guest's vCPUs stopped where they are; PAUSED. */
   pause(uuid: string, ctx: RequestContext): Promise<void> {
-    return this.run(uuid, 'pause', ['pause.start', 'pause.end', 'pause.revert'], ctx, (rec) => this.c.driver.pause(rec));
+    return driverStep(this.c, uuid, 'pause', ['pause.start', 'pause.end', 'pause.revert'], ctx, (rec) => this.c.driver.pause(rec));
   }
 
   /** `unpause_instance`: the guest runs on; ACTIVE. */
   unpause(uuid: string, ctx: RequestContext): Promise<void> {
-    return this.run(uuid, 'unpause', ['unpause.start', 'unpause.end', 'unpause.revert'], ctx, (rec) => this.c.driver.unpause(rec));
+    return driverStep(this.c, uuid, 'unpause', ['unpause.start', 'unpause.end', 'unpause.revert'], ctx, (rec) => this.c.driver.unpause(rec));
   }
 
   /** `suspend_instance`: the guest's state saved on this host, no process left; SUSPENDED. */
   suspend(uuid: string, ctx: RequestContext): Promise<void> {
-    return this.run(uuid, 'suspend', ['suspend.start', 'suspend.end', 'suspend.revert'], ctx, (rec) => this.c.driver.suspend(rec));
+    return driverStep(this.c, uuid, 'suspend', ['suspend.start', 'suspend.end', 'suspend.revert'], ctx, (rec) => this.c.driver.suspend(rec));
   }
 
   /** `resume_instance`: the guest runs on from its saved state; ACTIVE. */
   resume(uuid: string, ctx: RequestContext): Promise<void> {
-    return this.run(uuid, 'resume', ['resume.start', 'resume.end', 'resume.revert'], ctx, (rec) => this.c.driver.resume(rec));
+    return driverStep(this.c, uuid, 'resume', ['resume.start', 'resume.end', 'resume.revert'], ctx, (rec) => this.c.driver.resume(rec));
   }
 
   /** `trigger_crash_dump`: an NMI to the guest; no state changes (a failure records the fault). */
@@ -210,30 +210,5 @@ export class PowerFlows {
       (i) => i.powerState,
       (e: unknown) => (e instanceof DriverInstanceNotFound ? undefined : Promise.reject(e)),
     );
-  }
-
-  /** A step whose work is one driver call: start recorded, the call, end (or the task reverted with the fault). */
-  private run(uuid: string, what: string, [start, end, revert]: readonly [FlowStep, FlowStep, FlowStep], ctx: RequestContext, work: (rec: InstanceRecord) => Promise<void>): Promise<void> {
-    const c = this.c;
-    return c.locks.with(uuid, async () => {
-      const rec = c.require(uuid);
-      transition(rec, start);
-      await c.save(rec);
-      await c.notify(rec, start, ctx);
-      try {
-        await work(rec);
-      } catch (e) {
-        const fault = `${what} failed: ${reason(e)}`;
-        transition(rec, revert);
-        rec.fault = fault;
-        await c.save(rec);
-        c.log.warn({ instance: uuid, fault }, 'power operation failed; task cleared');
-        await c.notify(rec, revert, ctx, fault);
-        return;
-      }
-      transition(rec, end);
-      await c.save(rec);
-      await c.notify(rec, end, ctx);
-    });
   }
 }

@@ -8,20 +8,17 @@
  */
 import { InvalidStateError, describeState } from '../../model/instance';
 import type { FlowContext } from './flow-context';
-import { putInError } from './flow-steps';
+import { driverStep } from './flow-steps';
 import type { RequestContext } from './ports';
-import { transition, type FlowStep } from './transitions';
 
 export type RescueContext = Pick<FlowContext, 'locks' | 'require' | 'save' | 'driver' | 'log' | 'notify'>;
-
-const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 export class RescueFlows {
   constructor(private readonly c: RescueContext) {}
 
   /** `rescue_instance`: booted from `imageRef` (absent: the instance's image), its disk second; RESCUED. */
   rescue(uuid: string, imageRef: string | null, cleanShutdown: boolean, ctx: RequestContext): Promise<void> {
-    return this.run(uuid, ['rescue.start', 'rescue.end', 'rescue.error'], ctx, async (rec) => {
+    return driverStep(this.c, uuid, 'rescue', ['rescue.start', 'rescue.end', 'rescue.error'], ctx, async (rec) => {
       const image = imageRef ?? rec.image_ref;
       if (!image) throw new InvalidStateError(uuid, 'rescue (it was booted from a volume and no rescue image was given)', describeState(rec));
       await this.c.driver.rescue(rec, image, cleanShutdown);
@@ -30,25 +27,6 @@ export class RescueFlows {
 
   /** `unrescue_instance`: booted from its own disk again; ACTIVE. */
   unrescue(uuid: string, ctx: RequestContext): Promise<void> {
-    return this.run(uuid, ['unrescue.start', 'unrescue.end', 'unrescue.error'], ctx, (rec) => this.c.driver.unrescue(rec));
-  }
-
-  private run(uuid: string, [start, end, error]: readonly [FlowStep, FlowStep, FlowStep], ctx: RequestContext, work: (rec: ReturnType<RescueContext['require']>) => Promise<void>): Promise<void> {
-    const c = this.c;
-    return c.locks.with(uuid, async () => {
-      const rec = c.require(uuid);
-      transition(rec, start);
-      await c.save(rec);
-      await c.notify(rec, start, ctx);
-      try {
-        await work(rec);
-      } catch (e) {
-        await putInError(c, rec, `${start.split('.')[0] ?? start} failed: ${reason(e)}`, ctx, error);
-        return;
-      }
-      transition(rec, end);
-      await c.save(rec);
-      await c.notify(rec, end, ctx);
-    });
+    return driverStep(this.c, uuid, 'unrescue', ['unrescue.start', 'unrescue.end', 'unrescue.error'], ctx, (rec) => this.c.driver.unrescue(rec));
   }
 }
