@@ -139,6 +139,7 @@ export class QemuDriver implements VirtDriver {
       throw new DriverInitError(`cannot read instances_path ${this.opts.instancesPath}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { cause: e });
     }
     await liveDest.sweepProbes(this.host);
+    await snap.sweepSnapshots(this.host);
     if (this.cacheManager && this.opts.imageCache.intervalMs !== null) this.cacheManager.start(this.opts.imageCache.intervalMs);
     const count = (o: RecoveredInstance['outcome']): number => this.recovered.filter((r) => r.outcome === o).length;
     this.log.info(

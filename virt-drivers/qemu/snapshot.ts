@@ -10,13 +10,14 @@
  *
  * The copy is made under the instance's lock, in `<instances_path>/snapshots/`, then handed to the
  * caller's upload outside the lock (an upload of many GiB must not hold power operations back),
- * and removed afterwards whatever the upload did.
+ * and removed afterwards whatever the upload did. An agent killed in the middle leaves a copy, and
+ * perhaps a copy job still running in QEMU: the driver's start removes both (`sweepSnapshots`).
  *
  * Not here: Glance (the caller uploads), quiescing a guest agent (none is spoken to yet).
  */
 import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SnapshotImage } from '../driver';
 import { DriverError, NotSupportedError } from '../errors';
@@ -27,6 +28,8 @@ import { settledInstance } from './lifecycle';
 import type { QemuVm } from './vm';
 
 const JOB_POLL_MS = 100;
+/** Every copy job and its target node are named with this prefix (`sweepSnapshots` finds them by it). */
+const JOB_PREFIX = 'snapshot-';
 /** How long a copy may take (a disk of many GiB under load). */
 const JOB_TIMEOUT_MS = 30 * 60_000;
 
@@ -38,7 +41,7 @@ interface JobInfo {
 
 /** Copies the running guest's root disk into `out` (a blank qcow2 of the disk's size) as of now. @throws DriverError */
 async function backupRunning(host: QemuHost, vm: QemuVm, uuid: string, out: string): Promise<void> {
-  const job = `snapshot-${randomUUID().slice(0, 8)}`;
+  const job = `${JOB_PREFIX}${randomUUID().slice(0, 8)}`;
   const node = `${job}-target`;
   await vm.execute('blockdev-add', { driver: 'qcow2', 'node-name': node, file: { driver: 'file', filename: out } });
   try {
@@ -91,5 +94,45 @@ export async function snapshot(host: QemuHost, ref: InstanceRef, upload: (image:
     await upload({ data: createReadStream(out), bytes, diskFormat: 'qcow2' });
   } finally {
     await rm(out, { force: true });
+  }
+}
+
+/**
+ * What a snapshot interrupted by the agent's death left: copy jobs still running (or concluded) in
+ * adopted guests, their target nodes, and the copies in `<instances_path>/snapshots/`. Run by the
+ * driver's start, before any snapshot can run; a guest that does not answer is logged and skipped.
+ */
+export async function sweepSnapshots(host: QemuHost): Promise<void> {
+  for (const [uuid, m] of host.table.active) {
+    const vm = m.vm && (await m.vm.alive()) ? m.vm : undefined;
+    if (!vm) continue;
+    try {
+      const jobs = ((await vm.execute('query-jobs')) as JobInfo[]).filter((j) => typeof j.id === 'string' && j.id.startsWith(JOB_PREFIX));
+      for (const j of jobs) {
+        const id = j.id as string;
+        if (j.status !== 'concluded') await vm.execute('job-cancel', { id }).catch(() => undefined);
+        await waitConcluded(host, vm, id);
+        await vm.execute('job-dismiss', { id }).catch(() => undefined);
+        await vm.execute('blockdev-del', { 'node-name': `${id}-target` }).catch(() => undefined);
+        host.log.info({ instance: uuid, job: id }, 'the disk copy of an interrupted snapshot cancelled');
+      }
+    } catch (e) {
+      host.log.warn({ instance: uuid, reason: (e as Error).message }, 'could not look for the copy jobs of an interrupted snapshot');
+    }
+  }
+  const dir = join(host.opts.instancesPath, 'snapshots');
+  const names = await readdir(dir).catch(() => [] as string[]);
+  for (const name of names) await rm(join(dir, name), { force: true, recursive: true });
+  if (names.length) host.log.info({ files: names.length }, 'copies of interrupted snapshots removed');
+}
+
+/** Waits (a few seconds at most) until job `id` has concluded after a cancel. */
+async function waitConcluded(host: QemuHost, vm: QemuVm, id: string): Promise<void> {
+  const until = host.clock.now() + 10_000;
+  while (host.clock.now() < until) {
+    const jobs = (await vm.execute('query-jobs')) as JobInfo[];
+    const job = jobs.find((j) => j.id === id);
+    if (!job || job.status === 'concluded') return;
+    await host.clock.sleep(JOB_POLL_MS);
   }
 }

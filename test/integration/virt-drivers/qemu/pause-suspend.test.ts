@@ -3,10 +3,11 @@
 // state on disk, survives a restart of the driver, and resumes counting from where it was (no
 // second boot); a hard reboot of a suspended guest boots afresh and drops the state; an NMI
 // reaches a running guest; a snapshot of a running guest (it runs on) and of a stopped one is a
-// standalone qcow2 that boots; a rescued guest boots from the rescue image with its own disk
+// standalone qcow2 that boots; a snapshot the agent died in leaves no copy job or file once the
+// driver starts again; a rescued guest boots from the rescue image with its own disk
 // second, and unrescued boots from its own disk again, the rescue disk gone.
 import { execFileSync } from 'node:child_process';
-import { createWriteStream, existsSync, readdirSync, readFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { InstanceStateError } from '../../../../virt-drivers/errors';
@@ -123,6 +124,42 @@ describeWithQemu('qemu driver: pause, suspend, crash dump', () => {
     }
     await a.driver.destroy(spec);
     console.log(`live snapshot of the tick guest: ${liveMs} ms, ${taken[0]?.bytes ?? 0} bytes`);
+  });
+
+  test('a snapshot the agent died in (its copy job still running in QEMU, the copy on disk): the restarted driver cancels the job and removes the copy; the guest counts on and snapshots again', async () => {
+    const spec = instanceSpec(U(5), { image: 'tick.img' });
+    const log = consolePath(a, spec.uuid);
+    await a.driver.spawn(spec);
+    await waitTick(log, 1);
+    // What the driver's own copy looks like mid-way: a target node on a file in snapshots/ and a
+    // backup job named as the driver names them, slowed to a crawl so it is still running.
+    const copy = join(a.instancesPath, 'snapshots', `${spec.uuid}-dead0000.qcow2`);
+    mkdirSync(join(a.instancesPath, 'snapshots'), { recursive: true });
+    execFileSync('qemu-img', ['create', '-q', '-f', 'qcow2', copy, String(1024 ** 3)]);
+    const qmp = await a.driver.monitor(spec);
+    await qmp.execute('blockdev-add', { driver: 'qcow2', 'node-name': 'snapshot-dead0000-target', file: { driver: 'file', filename: copy } });
+    await qmp.execute('blockdev-backup', { 'job-id': 'snapshot-dead0000', device: 'drive-disk0', target: 'snapshot-dead0000-target', sync: 'full', speed: 1024, 'auto-dismiss': false });
+    expect(((await qmp.execute('query-jobs')) as Array<{ id: string; status: string }>).map((j) => j.id)).toEqual(['snapshot-dead0000']);
+
+    await a.driver.cleanupHost('host-a');
+    const next = a.restart();
+    await next.init('host-a');
+    const after = await next.monitor(spec);
+    expect(await after.execute('query-jobs')).toEqual([]);
+    const nodes = (await after.execute('query-named-block-nodes')) as Array<{ 'node-name': string }>;
+    expect(nodes.map((n) => n['node-name']).filter((n) => n.startsWith('snapshot-'))).toEqual([]);
+    expect(readdirSync(join(a.instancesPath, 'snapshots'))).toEqual([]);
+    const at = lastTick(log) ?? -1;
+    await waitTick(log, at + 1);
+    let bytes = 0;
+    await next.snapshot(spec, async (image) => {
+      bytes = image.bytes;
+      image.data.resume();
+      await new Promise((r) => image.data.on('end', r));
+    });
+    expect(bytes).toBeGreaterThan(0);
+    await next.destroy(spec);
+    await next.cleanupHost('host-a');
   });
 
   test('rescue: booted from the rescue image, its own disk attached second; unrescue: its own disk again, the rescue disk gone', async () => {
