@@ -129,6 +129,16 @@ export class SharedCloud extends CloudApi {
     await runScript('cloud', ['agent-up', host], 180_000);
   }
 
+  /** The pid of glance-api (0 when it is not running). */
+  glanceApiPid(): number {
+    return livePid(join(this.env.GLANCE_DIR ?? '', 'glance-api.pid'));
+  }
+
+  /** `host`'s agent's instances_path. */
+  instancesPath(host: string): string {
+    return join(this.env.CLOUD_DIR ?? '', 'hosts', host, 'instances');
+  }
+
   /** The pid of cinder-api (0 when it is not running). */
   cinderApiPid(): number {
     return livePid(join(this.env.CINDER_DIR ?? '', 'cinder-api.pid'));

@@ -7,6 +7,9 @@
 //   boot); a crash dump (NMI) is accepted and finishes its action without a fault;
 // - the agent SIGKILLed in the middle of a suspend (its QEMU frozen, so the save waits), then
 //   started again: the suspend completes from the journal, SUSPENDED; resumed, the guest counts on;
+// - the agent SIGKILLed in the upload of a snapshot and of a shelve (Glance frozen, so the upload
+//   waits), then started again: each completes from the journal, with one active image in Glance,
+//   no copy left on the host, and for the shelve no allocation, guest or disk on any host;
 // - a snapshot of a running guest (createImage): an active image in Glance with nova's properties,
 //   from which a new server boots and counts; backups (createBackup) rotated down to `rotation`;
 // - shelve and unshelve of a guest on the tenant network: SHELVED_OFFLOADED on no host, with no
@@ -17,6 +20,7 @@
 //
 // The cloud is shared with the other files of test/integration/cloud (test/helpers/cloud.ts).
 import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { SharedCloud, type ServerView } from '../../helpers/cloud';
 import { neutronUnavailable } from '../../helpers/neutron-cloud';
@@ -249,5 +253,74 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
     await cloud.settled(id, 'ACTIVE', 120_000);
     await countsPast(id, suspended);
     expect((await count(id)).filter((n) => n === 0)).toHaveLength(1);
+  });
+
+  /**
+   * Runs `start` (an action whose upload goes to an image nova's API made) with Glance frozen, so
+   * the agent's upload waits; once nova shows `uploading`, SIGKILLs `host`'s agent, thaws Glance
+   * and starts the agent again.
+   */
+  const killInUpload = async (id: string, host: string, uploading: string, start: () => Promise<void>): Promise<void> => {
+    const glance = cloud.glanceApiPid();
+    expect(glance).toBeGreaterThan(0);
+    let frozen = false;
+    try {
+      await start();
+      process.kill(glance, 'SIGSTOP');
+      frozen = true;
+      await waitUntil(`server ${id} is ${uploading}`, async () => (await cloud.server(id))?.['OS-EXT-STS:task_state'] === uploading, 120_000);
+      await new Promise((r) => setTimeout(r, 500)); // the agent is in its request to Glance
+      process.kill(cloud.agentPid(host), 'SIGKILL');
+    } finally {
+      if (frozen) process.kill(glance, 'SIGCONT');
+    }
+    await cloud.restartAgent(host);
+  };
+  const snapshotsOf = (id: string): Promise<Array<{ id: string; status: string }>> => cloud.must('glance', 'GET', `/v2/images?instance_uuid=${id}`, undefined, 'images');
+  const copiesOn = (host: string): string[] => {
+    const dir = join(cloud.instancesPath(host), 'snapshots');
+    return existsSync(dir) ? readdirSync(dir) : [];
+  };
+
+  test('the agent SIGKILLed in a snapshot’s upload and started again: the snapshot completes, one active image, no copy left, the guest counts on', async () => {
+    const [hostA = ''] = cloud.hosts;
+    const id = await boot('actions-kill-snap', hostA);
+    await countsPast(id, 1);
+    let image = '';
+    await killInUpload(id, hostA, 'image_uploading', async () => {
+      const created = await cloud.call('nova', 'POST', `/servers/${id}/action`, { createImage: { name: `killed-snap-${id.slice(0, 8)}` } }, '2.45');
+      expect(created.status).toBe(202);
+      image = String((created.body as { image_id?: string }).image_id);
+      images.push(image);
+    });
+    await cloud.settled(id, 'ACTIVE', 120_000);
+    await waitUntil('the image is active', async () => (await cloud.must<{ status: string }>('glance', 'GET', `/v2/images/${image}`)).status === 'active', 60_000);
+    expect((await snapshotsOf(id)).map((i) => [i.id, i.status])).toEqual([[image, 'active']]);
+    expect(copiesOn(hostA)).toEqual([]);
+    await countsPast(id, await lastCount(id));
+  });
+
+  test('the agent SIGKILLed in a shelve’s upload and started again: SHELVED_OFFLOADED with one active image, no allocation, and nothing of it on either host', async () => {
+    const [, hostB = ''] = cloud.hosts;
+    // The net guest powers off on ACPI at once (the tick guest would wait out shutdown_timeout).
+    const netImage = (await cloud.must<Array<{ id: string }>>('glance', 'GET', '/v2/images?name=net-guest', undefined, 'images'))[0]?.id ?? '';
+    const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name: 'actions-kill-shelve', flavorRef: 'ca-net', imageRef: netImage, networks: 'none', host: hostB } }, 'server', '2.74');
+    servers.push(s.id);
+    await cloud.settled(s.id, 'ACTIVE');
+    // Booted far enough to act on ACPI, so the clean power off is quick.
+    await waitUntil('the guest is up', async () => (await cloud.consoleOf(s.id, 100)).includes('net-guest: init'), 120_000);
+    await killInUpload(s.id, hostB, 'shelving_image_uploading', async () => {
+      await act(s.id, { shelve: null });
+    });
+    expect(await cloud.settled(s.id, 'SHELVED_OFFLOADED', 180_000)).toMatchObject({ 'OS-EXT-SRV-ATTR:host': null });
+    const shelvedImages = await snapshotsOf(s.id);
+    images.push(...shelvedImages.map((i) => i.id));
+    expect(shelvedImages.map((i) => i.status)).toEqual(['active']);
+    expect(Object.keys(await cloud.must<Record<string, unknown>>('placement', 'GET', `/allocations/${s.id}`, undefined, 'allocations'))).toEqual([]);
+    expect(qemuPid(s.id)).toBe(0);
+    for (const host of cloud.hosts) {
+      expect(execFileSync('find', [cloud.instancesPath(host), '-maxdepth', '2', '-name', `${s.id}*`], { encoding: 'utf8' }).trim()).toBe('');
+      expect(copiesOn(host)).toEqual([]);
+    }
   });
 });
