@@ -121,6 +121,18 @@ export const qemuSection = z.object({
     default: '120',
     expected: 'an integer >= 0 (seconds)',
   }),
+  device_detach_attempts: option(int(1), {
+    help:
+      "How many times a device (a volume's disk, a NIC) is asked of a running guest before its detach fails and " +
+      "it stays attached (nova's [libvirt] device_detach_attempts): a guest still booting misses the first request.",
+    default: '8',
+    expected: 'an integer >= 1',
+  }),
+  device_detach_timeout: option(int(1), {
+    help: "Seconds each of those requests waits for the guest to release the device (nova's [libvirt] device_detach_timeout).",
+    default: '20',
+    expected: 'an integer >= 1 (seconds)',
+  }),
   destroy_timeout: option(float(0, true), {
     help: 'Seconds a VM being stopped hard gets to exit after QMP quit, and again after SIGTERM, before SIGKILL.',
     default: '10',

@@ -81,6 +81,9 @@ export class QemuTestBed {
     set('qemu.shutdown_timeout', '1');
     set('qemu.wait_soft_reboot_seconds', '1');
     set('qemu.destroy_timeout', '5');
+    // A guest that never releases a device (the tick guest) fails its detach in 3 × 5 s, not nova's 8 × 20 s.
+    set('qemu.device_detach_attempts', '3');
+    set('qemu.device_detach_timeout', '5');
     for (const [k, v] of Object.entries(overrides)) set(k, v);
     const { config } = loadConfig({ files: [], env, defaultFile: '/nonexistent/compute-agent.conf' });
     const logLines: string[] = [];

@@ -233,7 +233,7 @@ export class VolumeReleaseTimeoutError extends DriverError {
     readonly timeoutMs: number,
     options?: { cause?: unknown },
   ) {
-    super(`instance ${instance}: the guest did not release volume ${volume} (${device}) within ${timeoutMs} ms; it stays attached`, options);
+    super(`instance ${instance}: the guest did not release volume ${volume} (${device}) within ${timeoutMs} ms of requests; it stays attached`, options);
     this.name = 'VolumeReleaseTimeoutError';
   }
 }

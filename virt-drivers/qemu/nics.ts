@@ -11,8 +11,8 @@
  * Hot plug (QMP): `netdev_add` (the tap) then `device_add` (virtio-net into the NIC's slot).
  * Hot unplug: `device_del`, then the guest must release the device (ACPI or PCIe hot-plug in the
  * guest OS); QEMU reports it with `DEVICE_DELETED`, after which `netdev_del` frees the tap. A
- * guest that never releases it (no OS support, hung) fails the detach after `detach_timeout`,
- * leaving the NIC attached and recorded, as nova's libvirt driver does.
+ * guest that never releases it (no OS support, hung) through every request (`device-release.ts`)
+ * fails the detach, leaving the NIC attached and recorded, as nova's libvirt driver does.
  *
  * It is: functions over `QemuHost` the driver maps `plugVifs`, `unplugVifs`, `attachInterface`
  * and `detachInterface` onto. It is not: the plugging itself (`../net/`).
@@ -22,13 +22,11 @@ import { DriverError } from '../errors';
 import type { InstanceRef } from '../types';
 import { NIC_SLOTS, nicDevice, nicDeviceId, netdevId, nicNetdev } from './cmdline';
 import { checkSpec, nicDefinitions, plugAll, type QemuHost } from './context';
+import { DeviceNotReleasedError, releaseDevice, type DetachPolicy } from './device-release';
 import { QmpCommandError } from './errors';
 import type { NicDefinition } from './instance-files';
 import type { Managed } from './instances';
 import { settledInstance } from './lifecycle';
-
-/** How long a hot unplug waits for the guest to release the device. */
-export const DETACH_TIMEOUT_MS = 20_000;
 
 /** Replaces the recorded VIFs of the same ports by `vifs` (a newer binding), keeping the others. */
 function mergeVifs(recorded: NetworkInfo, vifs: NetworkInfo): NetworkInfo {
@@ -97,25 +95,18 @@ export async function attachInterface(host: QemuHost, ref: InstanceRef, vif: Vif
 }
 
 /** `VirtDriver.detachInterface`. */
-export async function detachInterface(host: QemuHost, ref: InstanceRef, vif: Vif, timeoutMs = DETACH_TIMEOUT_MS): Promise<void> {
+export async function detachInterface(host: QemuHost, ref: InstanceRef, vif: Vif, policy: DetachPolicy = host.opts.deviceDetach): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const m = settledInstance(host, ref, 'detach an interface');
     const nic = m.rec.vm.nics?.find((n) => n.port === vif.id);
     if (nic && (await running(m))) {
       const vm = m.vm!;
-      const qmp = await vm.qmp();
-      const deleted = qmp.waitEvent('DEVICE_DELETED', { timeoutMs, match: (e) => e.data.device === nicDeviceId(nic.slot) });
-      deleted.catch(() => undefined);
+      const device = nicDeviceId(nic.slot);
       try {
-        await vm.execute('device_del', { id: nicDeviceId(nic.slot) });
+        await releaseDevice(vm, device, policy, (attempt) => host.log.info({ instance: ref.uuid, port: vif.id, device, attempt }, 'the guest has not released the NIC yet: asking again'));
       } catch (e) {
-        // Already gone from the guest (an earlier detach whose DEVICE_DELETED came late): go on.
-        if (!(e instanceof QmpCommandError && e.errorClass === 'DeviceNotFound')) throw e;
-      }
-      try {
-        await deleted;
-      } catch (e) {
-        throw new DriverError(`instance ${ref.uuid}: the guest did not release NIC ${nicDeviceId(nic.slot)} (port ${vif.id}) within ${timeoutMs} ms; it stays attached`, { cause: e });
+        if (e instanceof DeviceNotReleasedError) throw new DriverError(`instance ${ref.uuid}: the guest did not release NIC ${device} (port ${vif.id}) within ${e.timeoutMs} ms of requests; it stays attached`, { cause: e });
+        throw e;
       }
       await vm.execute('netdev_del', { id: netdevId(nic.slot) }).catch((e: unknown) => {
         if (!(e instanceof QmpCommandError)) throw e;

@@ -7,6 +7,7 @@
  */
 import { join } from 'node:path';
 import type { AgentConfig } from '../../config/schema';
+import type { DetachPolicy } from './device-release';
 
 /** The driver's options, in milliseconds and bytes. */
 export interface QemuOptions {
@@ -29,6 +30,8 @@ export interface QemuOptions {
   /** How long a soft reboot waits for the guest's clean shutdown before it is done hard. */
   readonly softRebootTimeoutMs: number;
   readonly destroyTimeoutMs: number;
+  /** How a running guest is asked to release a hot-plugged device (`device-release.ts`). */
+  readonly deviceDetach: DetachPolicy;
   readonly startTimeoutMs: number;
   readonly qmpTimeoutMs: number;
   readonly migrationListenAddress: string;
@@ -79,6 +82,7 @@ export function qemuOptionsFromConfig(config: AgentConfig): QemuOptions {
     shutdownTimeoutMs: q.shutdown_timeout * 1000,
     softRebootTimeoutMs: q.wait_soft_reboot_seconds * 1000,
     destroyTimeoutMs: q.destroy_timeout * 1000,
+    deviceDetach: { attempts: q.device_detach_attempts, timeoutMs: q.device_detach_timeout * 1000 },
     startTimeoutMs: q.start_timeout * 1000,
     qmpTimeoutMs: q.qmp_command_timeout * 1000,
     migrationListenAddress: q.migration_listen_address ?? '127.0.0.1',

@@ -7,9 +7,9 @@
  * properties as the command line, from `cmdline.ts`), `device_add` the virtio-blk device on the
  * slot's root port (q35) or pci.0 address (pc); any failure removes what was added, and a
  * definition that cannot be saved takes the plugged disk out again the way a detach does. Detach:
- * `device_del`, the guest's `DEVICE_DELETED`, then the nodes and the secret (QEMU refuses to delete
- * a node a device still uses); a guest that does not release the disk in time keeps it, and so
- * does the definition. Extend: `block_resize`.
+ * `device_del`, the guest's `DEVICE_DELETED` (asked again, `device-release.ts`), then the nodes and
+ * the secret (QEMU refuses to delete a node a device still uses); a guest that does not release the
+ * disk through every request keeps it, and so does the definition. Extend: `block_resize`.
  *
  * It is not: the mapping and validation of connection_info (`volumes.ts`), the key files
  * (`rbd-secrets.ts`), the boot-time command line (`cmdline.ts`), Cinder or os-brick work.
@@ -18,11 +18,11 @@ import { DriverError } from '../errors';
 import type { AttachedVolume, InstanceRef } from '../types';
 import { volumeBlockdevs, volumeDevice, volumeIds } from './cmdline';
 import type { QemuHost } from './context';
-import { QmpCommandError, QmpTimeoutError, VolumeAttachUndoError, VolumeReleaseTimeoutError, VolumeUnplugError } from './errors';
+import { QmpCommandError, VolumeAttachUndoError, VolumeReleaseTimeoutError, VolumeUnplugError } from './errors';
 import type { RbdVolumeDefinition } from './instance-files';
 import type { Managed } from './instances';
 import { settledInstance } from './lifecycle';
-import { DETACH_TIMEOUT_MS } from './nics';
+import { DeviceNotReleasedError, releaseDevice, type DetachPolicy } from './device-release';
 import { checkRbdSecrets } from './rbd-secrets';
 import { rbdSecretFile, rbdVolumeDefinition, VOLUME_SLOTS } from './volumes';
 
@@ -77,12 +77,12 @@ async function plugVolume(host: QemuHost, m: Managed, uuid: string, vol: RbdVolu
 }
 
 /**
- * `VirtDriver.attachVolume`. `releaseTimeoutMs` bounds the wait for the guest when a definition
+ * `VirtDriver.attachVolume`. `release` bounds the wait for the guest when a definition
  * that cannot be saved makes it take the disk out again.
  * @throws VolumeHotplugError (nothing is left), the save's error (the disk was taken out again),
  * VolumeAttachUndoError (the disk stays in the guest, unrecorded)
  */
-export async function attachVolume(host: QemuHost, ref: InstanceRef, volume: AttachedVolume, releaseTimeoutMs = DETACH_TIMEOUT_MS): Promise<void> {
+export async function attachVolume(host: QemuHost, ref: InstanceRef, volume: AttachedVolume, release: DetachPolicy = host.opts.deviceDetach): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const m = settledInstance(host, ref, 'attach a volume');
     const volumes = m.rec.vm.volumes;
@@ -97,7 +97,7 @@ export async function attachVolume(host: QemuHost, ref: InstanceRef, volume: Att
       await host.table.save(m, { vm: { ...m.rec.vm, volumes: [...volumes, vol] } });
     } catch (e) {
       // Not recorded: take it out of QEMU again so that the definition stays the truth.
-      if (hot) await unplugUnrecorded(host, m, ref.uuid, vol, releaseTimeoutMs, e);
+      if (hot) await unplugUnrecorded(host, m, ref.uuid, vol, release, e);
       throw e;
     }
     host.log.info({ instance: ref.uuid, volume: vol.volumeId, slot: vol.slot, hot }, 'volume attached');
@@ -105,28 +105,16 @@ export async function attachVolume(host: QemuHost, ref: InstanceRef, volume: Att
 }
 
 /**
- * Takes the device of `vol` out of the guest: `device_del`, then the guest's `DEVICE_DELETED`
- * within `timeoutMs`. A device QEMU no longer has counts as released (an earlier detach whose
- * event came late). Detach and the undo of an unrecorded attach share it.
+ * Takes the device of `vol` out of the guest (`releaseDevice`: device_del and the guest's
+ * DEVICE_DELETED, asked again as `policy` says). Detach and the undo of an unrecorded attach share it.
  * @throws VolumeUnplugError, VolumeReleaseTimeoutError
  */
-async function unplugDevice(m: Managed, uuid: string, vol: RbdVolumeDefinition, timeoutMs: number): Promise<void> {
-  const vm = m.vm!;
+async function unplugDevice(host: QemuHost, m: Managed, uuid: string, vol: RbdVolumeDefinition, policy: DetachPolicy): Promise<void> {
   const device = volumeIds(vol.slot).device;
-  let deleted: Promise<unknown> = Promise.resolve();
   try {
-    // Armed before device_del: the event can come in the same read as the command's answer.
-    deleted = (await vm.qmp()).waitEvent('DEVICE_DELETED', { timeoutMs, match: (e) => e.data.device === device });
-    deleted.catch(() => undefined);
-    await vm.execute('device_del', { id: device });
+    await releaseDevice(m.vm!, device, policy, (attempt) => host.log.info({ instance: uuid, volume: vol.volumeId, device, attempt }, 'the guest has not released the volume yet: asking again'));
   } catch (e) {
-    if (e instanceof QmpCommandError && e.errorClass === 'DeviceNotFound') return;
-    throw new VolumeUnplugError(uuid, vol.volumeId, device, e);
-  }
-  try {
-    await deleted;
-  } catch (e) {
-    if (e instanceof QmpTimeoutError) throw new VolumeReleaseTimeoutError(uuid, vol.volumeId, device, timeoutMs, { cause: e });
+    if (e instanceof DeviceNotReleasedError) throw new VolumeReleaseTimeoutError(uuid, vol.volumeId, device, e.timeoutMs, { cause: e });
     throw new VolumeUnplugError(uuid, vol.volumeId, device, e);
   }
 }
@@ -143,10 +131,10 @@ async function removeNodes(m: Managed, vol: RbdVolumeDefinition): Promise<void> 
  * Takes `vol`, plugged but not recorded (`saveError`), out of QEMU again.
  * @throws VolumeAttachUndoError when the guest keeps it (its nodes stay: the device uses them)
  */
-async function unplugUnrecorded(host: QemuHost, m: Managed, uuid: string, vol: RbdVolumeDefinition, timeoutMs: number, saveError: unknown): Promise<void> {
+async function unplugUnrecorded(host: QemuHost, m: Managed, uuid: string, vol: RbdVolumeDefinition, policy: DetachPolicy, saveError: unknown): Promise<void> {
   const device = volumeIds(vol.slot).device;
   try {
-    await unplugDevice(m, uuid, vol, timeoutMs);
+    await unplugDevice(host, m, uuid, vol, policy);
   } catch (e) {
     const err = new VolumeAttachUndoError(uuid, vol.volumeId, device, saveError, e);
     host.log.error({ instance: uuid, volume: vol.volumeId, device, err: err.message }, 'volume plugged but not recorded, and the guest keeps it');
@@ -157,13 +145,13 @@ async function unplugUnrecorded(host: QemuHost, m: Managed, uuid: string, vol: R
 }
 
 /** `VirtDriver.detachVolume`. @throws VolumeUnplugError, VolumeReleaseTimeoutError (the volume stays attached) */
-export async function detachVolume(host: QemuHost, ref: InstanceRef, volumeId: string, timeoutMs = DETACH_TIMEOUT_MS): Promise<void> {
+export async function detachVolume(host: QemuHost, ref: InstanceRef, volumeId: string, policy: DetachPolicy = host.opts.deviceDetach): Promise<void> {
   await host.table.withLock(ref.uuid, async () => {
     const m = settledInstance(host, ref, 'detach a volume');
     const vol = m.rec.vm.volumes?.find((v) => v.volumeId === volumeId);
     if (vol === undefined) return;
     if (await running(m)) {
-      await unplugDevice(m, ref.uuid, vol, timeoutMs);
+      await unplugDevice(host, m, ref.uuid, vol, policy);
       await removeNodes(m, vol);
     }
     await host.table.save(m, { vm: { ...m.rec.vm, volumes: (m.rec.vm.volumes ?? []).filter((v) => v.volumeId !== volumeId) } });

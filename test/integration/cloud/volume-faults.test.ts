@@ -182,9 +182,11 @@ suite('volume faults against the real services (scripts/cloud)', () => {
     const t = Date.now();
     await cloud.must('nova', 'DELETE', `/servers/${server.id}/os-volume_attachments/${vol}`);
     await volumeSettled(vol, 'detaching', 10_000).catch(() => undefined);
-    const back = await volumeSettled(vol, 'in-use', 120_000);
+    const back = await volumeSettled(vol, 'in-use', 180_000);
     log(`detach not acknowledged to in-use again: ${((Date.now() - t) / 1000).toFixed(1)} s`);
     expect(back.attachments).toEqual([expect.objectContaining({ server_id: server.id, host_name: server.host })]);
+    // Asked 8 times, as nova's libvirt driver asks (`device_detach_attempts`), before giving up.
+    expect(cloud.agentLog(hostB ?? '').split('\n').filter((l) => l.includes(server.id) && l.includes('the guest has not released the volume yet'))).toHaveLength(7);
     expect(await novaAttached(server.id)).toEqual([vol]);
     expect(await cloud.server(server.id)).toMatchObject({ status: 'ACTIVE', 'OS-EXT-STS:task_state': null });
 

@@ -17,6 +17,7 @@ describe('[qemu] options', () => {
       shutdownTimeoutMs: 60_000,
       softRebootTimeoutMs: 120_000,
       destroyTimeoutMs: 10_000,
+      deviceDetach: { attempts: 8, timeoutMs: 20_000 },
       migrationListenAddress: '127.0.0.1',
       migrationPorts: { min: 49152, max: 49215 },
       completionTimeoutMsPerGib: 800_000,

@@ -42,7 +42,7 @@ function fake(dir: string, opts: { running: boolean; volumes?: RbdVolumeDefiniti
   const m = { rec: { uuid: UUID, vm: def }, paths: {}, ...(opts.running ? { vm } : {}) } as unknown as Managed;
   f.m = m;
   f.host = {
-    opts: { rbdSecretsDir: dir },
+    opts: { rbdSecretsDir: dir, deviceDetach: { attempts: 1, timeoutMs: 20_000 } },
     log: silentLogger(),
     table: {
       active: new Map([[UUID, m]]),
@@ -124,7 +124,7 @@ describe('qemu volume hot plug', () => {
 
   test('detach a guest never acknowledges: VolumeReleaseTimeoutError, nodes and definition kept', async () => {
     const f = fake(dir, { running: true, volumes: [rbdVolumeDefinition(UUID, rbdVolume(VOL), 0)], ack: false });
-    const err = detachVolume(f.host, ref, VOL, 50);
+    const err = detachVolume(f.host, ref, VOL, { attempts: 1, timeoutMs: 50 });
     await expect(err).rejects.toBeInstanceOf(VolumeReleaseTimeoutError);
     await expect(err).rejects.toThrow(/did not release volume .* it stays attached/);
     expect(f.calls.map(([c]) => c)).toEqual(['device_del']);

@@ -30,6 +30,7 @@ const ref = { uuid: UUID, name: 'n' };
 
 /** What the guest does with a device_del: let go shortly after, or never. */
 type Guest = 'releases' | 'keeps';
+const IN_PROGRESS = (id: string): { class: string; desc: string } => ({ class: 'GenericError', desc: `Device ${id} is already in the process of unplug` });
 
 /** The part of QEMU's state hot plug changes, moved by the commands as QEMU moves it. */
 class QemuState {
@@ -40,6 +41,11 @@ class QemuState {
   guest: Guest = 'releases';
   /** device_del's answer when set (QEMU refusing the unplug). */
   deviceDelRefusal: { class: string; desc: string } | undefined;
+  /** Requests the guest misses before it acts on one (a guest still booting). */
+  missed = 0;
+  /** How long after a request QEMU refuses another for the same device as "in progress" (ms; 0: never). */
+  unplugWindowMs = 0;
+  private readonly pendingSince = new Map<string, number>();
 
   constructor(private readonly server: FakeQmpServer) {}
 
@@ -70,6 +76,13 @@ class QemuState {
   private deviceDel(id: string): FakeQmpAnswer {
     if (this.deviceDelRefusal) return { error: this.deviceDelRefusal };
     if (!this.devices.has(id)) return { error: { class: 'DeviceNotFound', desc: `Device '${id}' not found` } };
+    const since = this.pendingSince.get(id);
+    if (since !== undefined && Date.now() - since < this.unplugWindowMs) return { error: IN_PROGRESS(id) };
+    this.pendingSince.set(id, Date.now());
+    if (this.missed > 0) {
+      this.missed--;
+      return { return: {} };
+    }
     if (this.guest === 'releases') {
       setTimeout(() => {
         this.devices.delete(id);
@@ -170,7 +183,7 @@ describe('qemu volume unplug (fake QMP monitor)', () => {
     const r = await rig([]);
     r.failSave.error = new Error('disk full');
     r.qemu.guest = 'keeps';
-    const err = await attachVolume(r.host, ref, rbdVolume(VOL), 80).catch((e: unknown) => e);
+    const err = await attachVolume(r.host, ref, rbdVolume(VOL), { attempts: 1, timeoutMs: 80 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(VolumeAttachUndoError);
     expect(err).toBeInstanceOf(DriverError);
     const undo = err as VolumeAttachUndoError;
@@ -221,11 +234,35 @@ describe('qemu volume unplug (fake QMP monitor)', () => {
     const r = await rig([]);
     r.m.rec = { ...r.m.rec, vm: { ...r.m.rec.vm, volumes: [plugged(r, 3)] } };
     r.qemu.guest = 'keeps';
-    const err = await detachVolume(r.host, ref, VOL, 60).catch((e: unknown) => e);
+    const err = await detachVolume(r.host, ref, VOL, { attempts: 1, timeoutMs: 60 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(VolumeReleaseTimeoutError);
-    expect((err as Error).message).toBe(`instance ${UUID}: the guest did not release volume ${VOL} (virtio-vol3) within 60 ms; it stays attached`);
+    expect((err as Error).message).toBe(`instance ${UUID}: the guest did not release volume ${VOL} (virtio-vol3) within 60 ms of requests; it stays attached`);
     expect(r.sent()).toEqual(['device_del']);
     expect(r.qemu.devices.has('virtio-vol3')).toBe(true);
+    expect(r.m.rec.vm.volumes).toHaveLength(1);
+  });
+
+  test('detach from a guest that misses the first requests (still booting): asked again until it lets go, as nova’s libvirt driver does; each retry logged', async () => {
+    const r = await rig([]);
+    r.m.rec = { ...r.m.rec, vm: { ...r.m.rec.vm, volumes: [plugged(r, 1)] } };
+    r.qemu.missed = 2;
+    await detachVolume(r.host, ref, VOL, { attempts: 4, timeoutMs: 60 });
+    expect(r.sent()).toEqual(['device_del', 'device_del', 'device_del', 'blockdev-del', 'blockdev-del', 'object-del']);
+    expect(r.m.rec.vm.volumes).toEqual([]);
+    expect(r.logs().filter((l) => l['msg'] === 'the guest has not released the volume yet: asking again').map((l) => l['attempt'])).toEqual([2, 3]);
+  });
+
+  test('detach the guest keeps through every request, QEMU refusing some as "in progress": VolumeReleaseTimeoutError over all of them, nothing removed', async () => {
+    const r = await rig([]);
+    r.m.rec = { ...r.m.rec, vm: { ...r.m.rec.vm, volumes: [plugged(r, 2)] } };
+    r.qemu.guest = 'keeps';
+    r.qemu.unplugWindowMs = 100; // longer than one wait: the second request is refused, the third taken
+    const err = await detachVolume(r.host, ref, VOL, { attempts: 3, timeoutMs: 60 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(VolumeReleaseTimeoutError);
+    expect((err as Error).message).toMatch(/did not release volume .* within 180 ms of requests; it stays attached/);
+    expect(server.received.filter((c) => c.execute === 'device_del')).toHaveLength(3);
+    expect(r.qemu.devices.has('virtio-vol2')).toBe(true);
+    expect(r.qemu.nodes.size).toBe(2);
     expect(r.m.rec.vm.volumes).toHaveLength(1);
   });
 });
