@@ -11,15 +11,10 @@
  * netdevs, secrets), nor the definition on disk; the callers do those.
  */
 import { QmpCommandError, QmpTimeoutError } from './errors';
+import type { DetachPolicy } from './options';
 import type { QemuVm } from './vm';
 
-/** How often, and how long each time, a guest is asked to release a device. */
-export interface DetachPolicy {
-  /** Requests sent at most (>= 1). */
-  readonly attempts: number;
-  /** How long each request waits for the guest (ms). */
-  readonly timeoutMs: number;
-}
+export type { DetachPolicy };
 
 /** The guest kept the device through every request. */
 export class DeviceNotReleasedError extends QmpTimeoutError {

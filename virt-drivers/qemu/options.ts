@@ -7,7 +7,14 @@
  */
 import { join } from 'node:path';
 import type { AgentConfig } from '../../config/schema';
-import type { DetachPolicy } from './device-release';
+
+/** How often, and how long each time, a guest is asked to release a device (`device-release.ts`). */
+export interface DetachPolicy {
+  /** Requests sent at most (>= 1). */
+  readonly attempts: number;
+  /** How long each request waits for the guest (ms). */
+  readonly timeoutMs: number;
+}
 
 /** The driver's options, in milliseconds and bytes. */
 export interface QemuOptions {
