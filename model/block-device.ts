@@ -71,6 +71,16 @@ export function bootsFromVolume(bdms: readonly BlockDevice[]): boolean {
   return bdms.some((b) => b.destination_type === 'volume' && b.boot_index === 0);
 }
 
+/** The device name of a root disk made from the instance's image (a server not booted from a volume). */
+export const LOCAL_ROOT_DEVICE = '/dev/vda';
+
+/** The device names the instance's disks hold: its mappings', and the local root disk's unless it boots from a volume. */
+export function deviceNamesInUse(bdms: readonly BlockDevice[]): Set<string> {
+  const names = new Set(bdms.map((b) => b.device_name).filter((n): n is string => !!n));
+  if (!bootsFromVolume(bdms)) names.add(LOCAL_ROOT_DEVICE);
+  return names;
+}
+
 /** The next free virtio name (`/dev/vda`, `/dev/vdb`, ...) not in `taken`. */
 export function nextDeviceName(taken: ReadonlySet<string>): string {
   for (let k = 0; k < 26; k++) {

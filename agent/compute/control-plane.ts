@@ -17,6 +17,7 @@ import { payloadOf } from './payload';
 import type { DecodedMigration } from './decode';
 import { rowOf, stateAfter, type FlowStep } from './transitions';
 import type { NetworkInfo, Vif } from '../../model/network';
+import type { BlockDevice } from '../../model/block-device';
 
 /** What a volume step changed in a block device mapping (`ControlPlane.blockDevice`): nova's field names. */
 export interface BlockDeviceChange {
@@ -74,6 +75,13 @@ export interface ControlPlane {
    * @throws what the conductor threw (the reservation fails: nothing is kept)
    */
   createBlockDevice(uuid: string, fields: Readonly<Record<string, unknown>>, ctx: RequestContext): Promise<{ readonly id: number | null; readonly reply: unknown }>;
+  /**
+   * Every block device mapping the control plane keeps for instance `uuid` (nova-compute's
+   * `BlockDeviceMappingList.get_by_instance_uuid`, read by an unshelve: volumes attached while the
+   * server was offloaded are only there). Standalone keeps none: [].
+   * @throws what the conductor threw, Error naming the field of a mapping that cannot be read
+   */
+  blockDevicesOf(uuid: string, ctx: RequestContext): Promise<readonly BlockDevice[]>;
   /** Block device mapping row `bdmId` of instance `uuid` is gone (a detach, a failed attach). Never throws. */
   destroyBlockDevice(uuid: string, bdmId: number, ctx: RequestContext): Promise<void>;
   /** The instance argument of a message to another compute host. */
@@ -141,6 +149,10 @@ export class NotifierControlPlane implements ControlPlane {
 
   destroyBlockDevice(): Promise<void> {
     return Promise.resolve();
+  }
+
+  blockDevicesOf(): Promise<readonly BlockDevice[]> {
+    return Promise.resolve([]);
   }
 
   /** Standalone casters set no task state; the RPC server logs the cast's failure. */

@@ -171,7 +171,7 @@ export class ComputeManager {
     this.live = new LiveFlows(this.context, this.networking, volumeMoves);
     this.power = new PowerFlows(this.context);
     this.snapshots = new SnapshotFlows(this.context, deps.images);
-    this.shelving = new ShelveFlows(this.context, this.networking, this.snapshots);
+    this.shelving = new ShelveFlows(this.context, this.networking, this.snapshots, this.volumes);
     this.liveControl = new LiveMigrationControl(this.context);
     this.rescues = new RescueFlows(this.context);
   }

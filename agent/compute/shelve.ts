@@ -6,20 +6,24 @@
  *   image nova's API made (`snapshot.ts`), SHELVED with nova's `shelved_*` system metadata, then
  *   offloaded at once;
  * - offload: the ports kept for the instance but bound to no host, the guest and its disks
- *   destroyed, the allocations removed (owed durably, as a delete's are), SHELVED_OFFLOADED on no
- *   host; this host drops its record;
+ *   destroyed, its volumes disconnected but kept reserved for it (`VolumeFlows.keepReservedOnly`),
+ *   the allocations removed (owed durably, as a delete's are), SHELVED_OFFLOADED on no host; this
+ *   host drops its record;
  * - unshelve (on the host the scheduler picked): the instance arrives as a build does: the
- *   scheduler's claim verified, the ports bound here, the guest spawned from the shelved image
- *   (plugged, Neutron's events awaited), ACTIVE; the shelved image is then deleted, as nova does.
+ *   scheduler's claim verified, the ports bound here, its volumes (nova's mappings, read from the
+ *   conductor: those attached while it was offloaded are only there) connected here, the guest
+ *   spawned from the shelved image or its boot volume (plugged, Neutron's events awaited),
+ *   ACTIVE; the shelved image is then deleted, as nova does.
  *
  * A failed shelve deletes the snapshot image and starts again a guest that ran; a failed unshelve
  * leaves the server SHELVED_OFFLOADED on no host with nothing of it here (claim, ports, guest),
  * to be unshelved again. Replays resume from the recorded task.
  *
  * It is not: `[DEFAULT] shelved_offload_time` other than 0 (the server is always offloaded at
- * once), nor servers with volumes (refused with a fault naming why, before anything is done).
+ * once).
  */
 import { InstanceNotFoundError as DriverInstanceNotFound } from '../../virt-drivers/errors';
+import { bootsFromVolume, LOCAL_ROOT_DEVICE, volumeMappings } from '../../model/block-device';
 import { POWER_STATE, type Flavor, type InstanceRecord } from '../../model/instance';
 import type { DecodedInstance } from './decode';
 import type { FlowContext } from './flow-context';
@@ -27,9 +31,11 @@ import { arrivingRecord, instanceSpec, putInError } from './flow-steps';
 import type { NetworkFlows } from './network-flows';
 import { placementRequestId, type RequestContext } from './ports';
 import type { SnapshotFlows } from './snapshot';
+import { nameDevices, type VolumeFlows } from './volume-flows';
 import { arrival, transition, type FlowStep } from './transitions';
 
 export type ShelveContext = Pick<FlowContext, 'host' | 'now' | 'locks' | 'require' | 'record' | 'save' | 'forget' | 'claims' | 'removals' | 'driver' | 'controlPlane' | 'log' | 'notify'>;
+
 
 /** What an unshelve needs of the instance nova sent besides the build's fields: its ports. */
 export interface UnshelveRequest {
@@ -48,6 +54,7 @@ export class ShelveFlows {
     private readonly c: ShelveContext,
     private readonly networking: NetworkFlows,
     private readonly snapshots: SnapshotFlows,
+    private readonly volumes: VolumeFlows,
   ) {}
 
   /** `shelve_instance`: powered off, snapshotted into `imageId`, SHELVED, then offloaded. */
@@ -60,7 +67,6 @@ export class ShelveFlows {
         const ran = rec.vm_state === 'active';
         await this.step(rec, 'shelve.start', ctx);
         try {
-          this.refuseVolumes(rec);
           await c.driver.powerOff(rec, cleanShutdown && rec.vm_state !== 'paused' ? {} : { timeoutSec: 0 });
           await this.snapshots.capture(rec, imageId, ctx, ['shelve.pending', 'shelve.uploading']);
         } catch (e) {
@@ -107,17 +113,26 @@ export class ShelveFlows {
       }
       const original = rec.image_ref;
       try {
-        if (!req.imageId) throw new Error('unshelve of a server booted from a volume is not supported by this host');
-        rec.allocations = await c.claims.claimForBuild(rec, { schedulerClaimed: c.controlPlane.schedulerClaims, resuming, requestId: placementRequestId(ctx) });
+        if (rec.block_devices === undefined) {
+          const mappings = volumeMappings(await c.controlPlane.blockDevicesOf(uuid, ctx));
+          rec.block_devices = nameDevices(mappings, req.imageId ? [LOCAL_ROOT_DEVICE] : []);
+          await c.save(rec);
+        }
+        const fromVolume = bootsFromVolume(rec.block_devices);
+        if (!req.imageId && !fromVolume) throw new Error('nova sent no shelved image, and the server has no boot volume');
+        // A server booted from a volume claims no root disk here (nova's scheduler asked for none).
+        const claiming = fromVolume ? { ...rec, flavor: { ...rec.flavor, root_gb: 0 } } : rec;
+        rec.allocations = await c.claims.claimForBuild(claiming, { schedulerClaimed: c.controlPlane.schedulerClaims, resuming, requestId: placementRequestId(ctx) });
         await this.step(rec, 'unshelve.claimed', ctx);
         await this.networking.moveHere(rec, req.portIds, ctx, req.preservedPortIds);
+        await this.volumes.prepare(rec, rec.block_devices, ctx);
         const present = await c.driver.getInfo(rec).then(
           () => true,
           (e: unknown) => (e instanceof DriverInstanceNotFound ? false : Promise.reject(e)),
         );
         // A guest an interrupted unshelve left never ran: it is started again from scratch.
         if (present) await c.driver.destroy(rec);
-        rec.image_ref = req.imageId;
+        if (req.imageId) rec.image_ref = req.imageId;
         await this.networking.spawn(rec, instanceSpec(rec), { resumed: resuming });
       } catch (e) {
         await this.failUnshelve(rec, e, original, ctx);
@@ -128,7 +143,7 @@ export class ShelveFlows {
       delete rec.shelved;
       rec.launched_at = c.now();
       await this.step(rec, 'unshelve.end', ctx);
-      await this.snapshots.dropImage(uuid, req.imageId, 'an unshelved instance');
+      if (req.imageId) await this.snapshots.dropImage(uuid, req.imageId, 'an unshelved instance');
     });
   }
 
@@ -136,12 +151,12 @@ export class ShelveFlows {
   private async offload(rec: InstanceRecord, ctx: RequestContext, end: FlowStep, revert: FlowStep): Promise<void> {
     const c = this.c;
     try {
-      this.refuseVolumes(rec);
       await c.driver.powerOff(rec, { timeoutSec: 0 }).catch((e: unknown) => {
         if (!(e instanceof DriverInstanceNotFound)) throw e;
       });
       await this.networking.unbindForOffload(rec);
       await c.driver.destroy(rec);
+      await this.volumes.keepReservedOnly(rec, ctx);
       // Owed durably before the record goes, as a delete's removal is (`removals.ts`).
       await c.removals.add(rec.uuid, [rec.uuid]);
     } catch (e) {
@@ -163,15 +178,12 @@ export class ShelveFlows {
     return true;
   }
 
-  private refuseVolumes(rec: InstanceRecord): void {
-    if ((rec.volumes?.length ?? 0) > 0 || (rec.block_devices?.length ?? 0) > 0) throw new Error('shelving a server with volumes is not supported by this host yet');
-  }
-
   private async failUnshelve(rec: InstanceRecord, e: unknown, original: string | undefined, ctx: RequestContext): Promise<void> {
     const c = this.c;
     const fault = `unshelve failed: ${reason(e)}`;
     await c.claims.forceDelete(rec.uuid).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: reason(err) }, 'the claim of a failed unshelve could not be removed; the audit will report it'));
     await c.driver.destroy(rec).catch(() => undefined);
+    await this.volumes.keepReservedOnly(rec, ctx).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: reason(err) }, 'the volumes of a failed unshelve could not be disconnected from this host'));
     await this.networking.unbindForOffload(rec).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: reason(err) }, 'the ports of a failed unshelve could not be unbound'));
     c.claims.release(rec.uuid);
     rec.allocations = {};

@@ -21,7 +21,7 @@
  * replayed request finds what was done (the driver's attach and detach are idempotent).
  */
 import { randomUUID } from 'node:crypto';
-import { nextDeviceName, type BlockDevice } from '../../model/block-device';
+import { deviceNamesInUse, nextDeviceName, type BlockDevice } from '../../model/block-device';
 import type { InstanceRecord } from '../../model/instance';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
@@ -61,7 +61,8 @@ export class VolumeAttachFlows {
       const caps = c.driver.capabilities;
       if (req.tag && !caps.supports_tagged_attach_volume) throw new VolumeTaggedAttachNotSupportedError(c.driver.name);
       if (req.multiattach && !caps.supports_multiattach) throw new MultiattachNotSupportedError(req.volume_id);
-      const device = nextDeviceName(new Set(devices.map((b) => b.device_name).filter((n): n is string => !!n)));
+      // Past the local root disk's name too: an instance booted from its image has no mapping for it.
+      const device = nextDeviceName(deviceNamesInUse(devices));
       const fields = {
         uuid: randomUUID(),
         source_type: 'volume',

@@ -128,6 +128,29 @@ export class VolumeFlows {
     throw new VolumeSetupError(id, `still ${status} after ${tries} looks ${this.o.allocateIntervalS} s apart ([DEFAULT] block_device_allocate_retries)`);
   }
 
+  /**
+   * Disconnects the instance's volumes from this host while keeping them reserved for it, as
+   * nova's `_terminate_volume_connections` does for an offload and a failed unshelve. Cinder cannot
+   * disconnect an attachment, so each volume gets a new attachment without a connector, nova's
+   * mapping moves to it, and the old one is deleted (owed when Cinder does not take it now). Call
+   * once the guest is gone. @throws what Cinder threw for a new attachment; the volumes done so
+   * far are recorded, a replay goes on with the others
+   */
+  async keepReservedOnly(rec: InstanceRecord, ctx: RequestContext): Promise<void> {
+    const connected = rec.volumes ?? [];
+    if (connected.length === 0) return;
+    const cinder = this.o.cinder.forRequest(ctx);
+    for (const v of connected) {
+      const reserved = await cinder.createAttachment(v.volume_id, rec.uuid, null, 'rw');
+      rec.volumes = (rec.volumes ?? []).filter((x) => x.volume_id !== v.volume_id);
+      rec.block_devices = (rec.block_devices ?? []).map((b) => (b.volume_id === v.volume_id ? { ...b, attachment_id: reserved.id } : b));
+      await this.c.save(rec);
+      if (v.bdm_id !== null) await this.c.controlPlane.blockDevice(rec.uuid, v.bdm_id, { attachment_id: reserved.id }, ctx);
+      if (!(await this.o.owed.remove(v.attachment_id, v.volume_id, rec.uuid, this.c.now()))) this.c.log.warn({ instance: rec.uuid, volume: v.volume_id, attachment: v.attachment_id }, 'Cinder did not delete the old attachment; the host deletes it once Cinder answers');
+      this.c.log.info({ instance: rec.uuid, volume: v.volume_id, attachment: reserved.id }, 'volume disconnected from this host, kept reserved for the instance');
+    }
+  }
+
   /** The guest's volumes, for the driver's spec. */
   attached(rec: InstanceRecord): AttachedVolume[] {
     return (rec.volumes ?? []).map((v) => ({ volume_id: v.volume_id, device_name: v.device_name, boot_index: v.boot_index, connection_info: v.connection_info }));
@@ -173,9 +196,12 @@ export class VolumeFlows {
 
 const reasonOf = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
-/** Device names for the mappings that have none: the boot volume `/dev/vda`, the others the next free `vdX`. */
-export function nameDevices(bdms: readonly BlockDevice[]): BlockDevice[] {
-  const taken = new Set(bdms.map((b) => b.device_name).filter((n): n is string => !!n));
+/**
+ * Device names for the mappings that have none: the boot volume `/dev/vda`, the others the next
+ * free `vdX`, past the names in `alsoTaken` (a local root disk's).
+ */
+export function nameDevices(bdms: readonly BlockDevice[], alsoTaken: readonly string[] = []): BlockDevice[] {
+  const taken = new Set([...alsoTaken, ...bdms.map((b) => b.device_name).filter((n): n is string => !!n)]);
   return bdms.map((b) => {
     if (b.device_name) return b;
     const name = nextDeviceName(taken);

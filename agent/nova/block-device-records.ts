@@ -12,6 +12,9 @@
 import type { Logger } from '../../lib/logging/logger';
 import type { BlockDeviceChange } from '../compute/control-plane';
 import type { RequestContext } from '../compute/ports';
+import type { BlockDevice } from '../../model/block-device';
+import { volumeArgs } from '../compute/decode-volume';
+import { isInvalid } from '../rpc/endpoint/args';
 import type { Conductor } from './conductor';
 import { applyUpdates, primitive } from './objects';
 import { elevated } from './object-cache';
@@ -39,6 +42,20 @@ export class NovaBlockDeviceRecords {
     const { updates } = await this.conductor.objectAction(elevated(ctx), obj, 'create');
     const id = typeof updates.id === 'number' ? updates.id : null;
     return { id, reply: applyUpdates(obj, updates) };
+  }
+
+  /**
+   * `BlockDeviceMappingList.get_by_instance_uuid`: the instance's rows, decoded as a build's are.
+   * @throws ConductorError, Error naming the field of a row that cannot be read
+   */
+  async list(uuid: string, ctx: RequestContext): Promise<readonly BlockDevice[]> {
+    const raw = await this.conductor.classAction(elevated(ctx), 'BlockDeviceMappingList', 'get_by_instance_uuid', [uuid]);
+    const decoded = volumeArgs.blockDeviceMapping.decode(raw);
+    if (isInvalid(decoded)) {
+      const why = decoded.issues.map((i) => `${['block_device_mapping', ...i.path].join('.')}: ${i.problem}`).join('; ');
+      throw new Error(`nova-conductor's block device mappings of instance ${uuid} cannot be read (${why})`);
+    }
+    return decoded ?? [];
   }
 
   /** `BlockDeviceMapping.destroy` of row `bdmId`. */

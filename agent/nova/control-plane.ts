@@ -22,6 +22,7 @@ import type { BlockDeviceChange, ControlPlane, NetworkChange } from '../compute/
 import { rowOf, stateAfter, type FlowStep, type InstanceState, type NovaHook, type NovaValue } from '../compute/transitions';
 import type { DecodedMigration } from '../compute/decode';
 import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
+import type { BlockDevice } from '../../model/block-device';
 import type { RequestContext } from '../compute/ports';
 import type { Logger } from '../../lib/logging/logger';
 import type { Conductor } from './conductor';
@@ -104,6 +105,10 @@ export class NovaControlPlane implements ControlPlane {
 
   destroyBlockDevice(uuid: string, bdmId: number, ctx: RequestContext): Promise<void> {
     return this.blockDevices.destroy(uuid, bdmId, ctx);
+  }
+
+  blockDevicesOf(uuid: string, ctx: RequestContext): Promise<readonly BlockDevice[]> {
+    return this.blockDevices.list(uuid, ctx);
   }
 
   received(args: Readonly<Record<string, unknown>>): void {

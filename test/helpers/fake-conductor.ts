@@ -119,6 +119,10 @@ export class FakeConductor implements Conductor {
       const row = this.virtualInterfaces.find((v) => v.uuid === args[0]);
       return Promise.resolve(row ? prim('VirtualInterface', row) : null);
     }
+    if (objname === 'BlockDeviceMappingList' && method === 'get_by_instance_uuid') {
+      const rows = [...this.bdms.values()].filter((r) => r.instance_uuid === args[0]);
+      return Promise.resolve(prim('BlockDeviceMappingList', { objects: rows.map((r) => prim('BlockDeviceMapping', r)) }));
+    }
     if (method === 'get_by_uuid' && (objname === 'Instance' || objname === 'Migration')) {
       const r = (objname === 'Instance' ? this.instances : this.migrations).get(String(args[0]));
       if (!r) return Promise.reject(new ConductorError(`${objname}NotFound`, `${objname}.${method}`, 'no such row'));

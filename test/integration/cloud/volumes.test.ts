@@ -22,6 +22,9 @@
 //   tokens back.
 // - Delete: the delete_on_termination volume is gone from Cinder and Ceph, the other volumes are
 //   available with no attachment; no QEMU is left for either server.
+// - Shelve of a server with a data volume: offloaded, the volume stays reserved for it (one
+//   attachment, on no host); a second volume attached while it is offloaded; unshelved, the guest
+//   sees both, reads back the token it wrote on the first, and both are in-use on its new host.
 //
 // The cloud is shared with the other files of test/integration/cloud (test/helpers/cloud.ts).
 import { execFileSync } from 'node:child_process';
@@ -315,5 +318,63 @@ suite('servers booted from Cinder volumes on Ceph through nova’s API (scripts/
     for (const id of [gone, kept]) expect(qemuOf(id)).toEqual([]);
     for (const h of [hostA ?? '', hostB ?? '']) for (const id of [gone, kept]) expect(existsSync(join(cloud.env.CLOUD_DIR ?? '', 'hosts', h, 'instances', id))).toBe(false);
     for (const vid of [keptVolume, data]) await cloud.must('cinder', 'DELETE', `/volumes/${vid}`);
+  });
+
+  test('shelve with a data volume: offloaded, the volume stays reserved on no host; another attached meanwhile; unshelved, the guest has both and reads its token back', async () => {
+    const [hostA = ''] = cloud.hosts;
+    const made = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name: 'vol-shelve', flavorRef: 'ca-net', imageRef: image, networks: 'none', host: hostA } }, 'server', '2.74');
+    servers.push(made.id);
+    await settled(made.id, 'ACTIVE');
+    const vols: string[] = [];
+    const newVolume = async (name: string): Promise<string> => {
+      const id = (await cloud.must<{ id: string }>('cinder', 'POST', '/volumes', { volume: { size: 1, name } }, 'volume')).id;
+      vols.push(id);
+      await volumeSettled(id, 'available');
+      return id;
+    };
+    const first = await newVolume('ca-shelve-1');
+    await cloud.must('nova', 'POST', `/servers/${made.id}/os-volume_attachments`, { volumeAttachment: { volumeId: first } }, 'volumeAttachment');
+    await volumeSettled(first, 'in-use');
+    const seen = await diskLine('the guest to see the volume', made.id, (e) => e.kind === 'seen' && e.serial === first.slice(0, 20));
+    const wrote = await diskLine('the guest to write its token', made.id, (e) => e.disk === seen.disk && (e.kind === 'wrote' || e.kind === 'write failed'));
+    expect(wrote.kind).toBe('wrote');
+    const token = (wrote as { token: string }).token;
+
+    let t = Date.now();
+    await cloud.must('nova', 'POST', `/servers/${made.id}/action`, { shelve: null });
+    expect(await settled(made.id, 'SHELVED_OFFLOADED', 180_000)).toMatchObject({ 'OS-EXT-SRV-ATTR:host': null });
+    log(`shelve with a volume to SHELVED_OFFLOADED: ${((Date.now() - t) / 1000).toFixed(1)} s`);
+    expect(qemuOf(made.id)).toEqual([]);
+    await volumeSettled(first, 'reserved');
+    // Cinder's volume view lists only attached attachments; its attachments API lists the reservation.
+    const left = await cloud.must<Array<{ instance: string; status: string }>>('cinder', 'GET', `/attachments?volume_id=${first}`, undefined, 'attachments', '3.27');
+    expect(left).toEqual([expect.objectContaining({ instance: made.id, status: 'reserved' })]);
+
+    const second = await newVolume('ca-shelve-2');
+    await cloud.must('nova', 'POST', `/servers/${made.id}/os-volume_attachments`, { volumeAttachment: { volumeId: second } }, 'volumeAttachment', '2.79');
+    // nova-api completes that attachment without a connector (in-use, on no host); unshelve connects it.
+    await volumeSettled(second, 'in-use');
+
+    t = Date.now();
+    await cloud.must('nova', 'POST', `/servers/${made.id}/action`, { unshelve: null });
+    const back = await settled(made.id, 'ACTIVE', 180_000);
+    log(`unshelve with two volumes to ACTIVE: ${((Date.now() - t) / 1000).toFixed(1)} s on ${back['OS-EXT-SRV-ATTR:host'] ?? '?'}`);
+    const host = back['OS-EXT-SRV-ATTR:host'];
+    for (const v of [first, second]) {
+      const vol = await volumeSettled(v, 'in-use');
+      expect(vol.attachments).toEqual([expect.objectContaining({ server_id: made.id, host_name: host })]);
+      expect(vol.attachments[0]?.device).toMatch(/^\/dev\/vd[b-z]$/);
+      await diskLine(`the unshelved guest to see volume ${v}`, made.id, (e) => e.kind === 'seen' && e.serial === v.slice(0, 20));
+    }
+    const again = (await disks(made.id)).filter((e) => e.kind === 'seen' && e.serial === first.slice(0, 20)).at(-1);
+    await diskLine('the unshelved guest to read its token', made.id, (e) => e.disk === again?.disk && e.kind === 'read' && (e as { token: string }).token === token);
+    expect(back['os-extended-volumes:volumes_attached'].map((v) => v.id).sort()).toEqual([first, second].sort());
+
+    await cloud.must('nova', 'DELETE', `/servers/${made.id}`);
+    await waitUntil('the server is gone', async () => (await show(made.id)) === undefined, 120_000);
+    for (const v of vols) {
+      expect(await volumeSettled(v, 'available')).toMatchObject({ attachments: [] });
+      await cloud.must('cinder', 'DELETE', `/volumes/${v}`);
+    }
   });
 });

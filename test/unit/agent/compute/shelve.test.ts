@@ -15,6 +15,7 @@ import { FakeConductor } from '../../../helpers/fake-conductor';
 import { FLAVOR, InProcessPeers, makeHost, type HarnessHost } from '../../../helpers/compute-harness';
 import { MockPlacement } from '../../../helpers/mock-placement';
 import { RecordingGlance } from '../../../helpers/recording-glance';
+import { FakeCinder, fakeCinderClients } from '../../../helpers/fake-cinder';
 
 afterEach(() => nock.cleanAll());
 
@@ -27,8 +28,12 @@ async function world() {
   const peers = new InProcessPeers();
   const c = new FakeConductor();
   const glance = new RecordingGlance();
+  const cinder = new FakeCinder();
   const host = (name: string, id: number): Promise<HarnessHost> =>
-    makeHost(name, api, peers, silentLogger(), new NovaControlPlane({ conductor: c, host: name, myIp: '192.0.2.1', computeNodeId: () => id, logger: silentLogger() }), { images: glance });
+    makeHost(name, api, peers, silentLogger(), new NovaControlPlane({ conductor: c, host: name, myIp: '192.0.2.1', computeNodeId: () => id, logger: silentLogger() }), {
+      images: glance,
+      volumes: { cinder: fakeCinderClients(cinder), ip: '192.0.2.10', allocateRetries: 1, allocateIntervalS: 0 },
+    });
   const a = await host('host-a', 1);
   const b = await host('host-b', 2);
   const uuid = randomUUID();
@@ -40,7 +45,7 @@ async function world() {
     row.task_state = task;
     await peers.call(on.name, method, { instance: c.prim('Instance', row), ...args }, CTX);
   };
-  return { c, api, mock, glance, a, b, uuid, cast };
+  return { c, api, mock, glance, cinder, peers, a, b, uuid, cast };
 }
 
 test('shelve: snapshot in Glance, SHELVED_OFFLOADED on no host with the shelved image in system_metadata; nothing left on the host', async () => {
@@ -100,4 +105,43 @@ test('an unshelve whose spawn fails: SHELVED_OFFLOADED on no host again with the
   expect(c.faults.at(-1)?.message).toMatch(/unshelve failed: .*no room/);
   expect(b.manager.record(uuid)).toBeUndefined();
   expect(mock.consumers.has(uuid)).toBe(false);
+});
+
+test('volumes: shelved, each disconnected but kept reserved (a new attachment without a connector, the old deleted, nova’s row moved to it); one attached while offloaded; unshelved, both connected on the new host past the root disk', async () => {
+  const { c, api, cinder, peers, a, b, uuid, cast } = await world();
+  // Attached while the server ran on host-a: nova-api's row and attachment, then the cast.
+  const first = cinder.addVolume({ status: 'available' });
+  const att1 = cinder.reserve(first.id, uuid);
+  c.bdms.set(501, { id: 501, instance_uuid: uuid, source_type: 'volume', destination_type: 'volume', volume_id: first.id, attachment_id: att1.id, device_name: '/dev/vdb', boot_index: null, delete_on_termination: false });
+  const row = c.instances.get(uuid)!;
+  await peers.call(a.name, 'attach_volume', { instance: c.prim('Instance', row), bdm: c.prim('BlockDeviceMapping', c.bdms.get(501)!) }, CTX);
+  expect(Object.keys(a.driver.hypervisor.find(uuid)?.volumes ?? {})).toEqual([first.id]);
+
+  await cast(a, 'shelve_instance', 'shelving', { image_id: 'shelved-5' });
+  expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'shelved_offloaded', host: null });
+  const reserved1 = c.bdms.get(501)?.attachment_id as string;
+  expect(reserved1).not.toBe(att1.id);
+  expect(cinder.attachments.has(att1.id)).toBe(false);
+  expect(cinder.attachments.get(reserved1)).toMatchObject({ volume_id: first.id, instance: uuid, connector: null });
+  expect(cinder.volumes.get(first.id)?.status).toBe('reserved');
+
+  // Attached while offloaded: nova-api alone makes the row (no device name) and a reservation.
+  const second = cinder.addVolume({ status: 'available' });
+  const att2 = cinder.reserve(second.id, uuid);
+  c.bdms.set(502, { id: 502, instance_uuid: uuid, source_type: 'volume', destination_type: 'volume', volume_id: second.id, attachment_id: att2.id, device_name: null, boot_index: null, delete_on_termination: false });
+
+  await api.putAllocations(uuid, { allocations: { [b.rootUuid]: { resources: RES } }, project_id: 'p', user_id: 'u', consumer_generation: null });
+  await cast(b, 'unshelve_instance', 'unshelving', { image: { id: 'shelved-5' } });
+  expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'active', task_state: null, host: 'host-b' });
+  expect(Object.keys(b.driver.hypervisor.find(uuid)?.volumes ?? {}).sort()).toEqual([first.id, second.id].sort());
+  expect(b.manager.record(uuid)?.volumes?.map((v) => [v.volume_id, v.device_name])).toEqual([
+    [first.id, '/dev/vdb'],
+    [second.id, '/dev/vdc'],
+  ]);
+  for (const [id, vol, att] of [[501, first.id, reserved1], [502, second.id, att2.id]] as const) {
+    expect(cinder.attachments.get(att)).toMatchObject({ volume_id: vol, connector: expect.objectContaining({ host: 'host-b' }) });
+    expect(cinder.volumes.get(vol)?.status).toBe('in-use');
+    expect(JSON.parse(String(c.bdms.get(id)?.connection_info))).toMatchObject({ driver_volume_type: 'rbd', serial: vol });
+  }
+  expect(c.bdms.get(502)?.device_name).toBe('/dev/vdc');
 });

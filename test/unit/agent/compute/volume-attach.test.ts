@@ -53,19 +53,19 @@ async function setup(conductor?: FakeConductor) {
 afterEach(() => nock.cleanAll());
 
 describe('attach and detach a volume', () => {
-  test('reserve names the next vdX; attach connects it with this host’s connector and the guest gets the disk; detach gives it back; nothing left', async () => {
+  test('reserve names the next vdX past the image’s root disk (vda); attach connects it with this host’s connector and the guest gets the disk; detach gives it back; nothing left', async () => {
     const { cinder, host, call, uuid, disks, attach } = await setup();
     const vol = cinder.addVolume({ size: 1 });
     const { bdm, attachment } = await attach(vol.id);
-    expect(bdm).toMatchObject({ volume_id: vol.id, device_name: '/dev/vda', source_type: 'volume', destination_type: 'volume', boot_index: null });
+    expect(bdm).toMatchObject({ volume_id: vol.id, device_name: '/dev/vdb', source_type: 'volume', destination_type: 'volume', boot_index: null });
     expect(cinder.volumes.get(vol.id)?.status).toBe('in-use');
-    expect(cinder.attachments.get(attachment)?.connector).toMatchObject({ host: HOST, mountpoint: '/dev/vda' });
+    expect(cinder.attachments.get(attachment)?.connector).toMatchObject({ host: HOST, mountpoint: '/dev/vdb' });
     expect(disks()).toEqual({ [vol.id]: 0 });
     expect(host.manager.record(uuid)?.volumes?.map((v) => [v.volume_id, v.attachment_id, v.connection_info.driver_volume_type])).toEqual([[vol.id, attachment, 'rbd']]);
     // A second reservation of the same volume is refused; another volume gets the next name.
     await expect(call('reserve_block_device_name', { instance: { uuid }, device: '/dev/vdz', volume_id: vol.id, disk_bus: null, device_type: null, tag: null, multiattach: false })).rejects.toThrow(/already attached/);
     const second = cinder.addVolume();
-    expect((await attach(second.id)).bdm).toMatchObject({ device_name: '/dev/vdb' });
+    expect((await attach(second.id)).bdm).toMatchObject({ device_name: '/dev/vdc' });
     // The volume-extended event reaches the guest with the volume's new size (the fake driver
     // claims no resize for the scheduler's sake; this test lends it the capability).
     Object.assign(host.driver, { capabilities: { ...host.driver.capabilities, supports_extend_volume: true } });
@@ -120,7 +120,7 @@ describe('attach and detach a volume', () => {
     const { bdm, attachment } = await attach(vol.id);
     const id = Number((bdm['nova_object.data'] as Record<string, unknown>).id);
     expect(bdm).toMatchObject({ 'nova_object.name': 'BlockDeviceMapping' });
-    expect(conductor.bdms.get(id)).toMatchObject({ instance_uuid: uuid, volume_id: vol.id, device_name: '/dev/vda' });
+    expect(conductor.bdms.get(id)).toMatchObject({ instance_uuid: uuid, volume_id: vol.id, device_name: '/dev/vdb' });
     expect(JSON.parse(String(conductor.bdms.get(id)?.connection_info))).toMatchObject({ driver_volume_type: 'rbd', serial: vol.id });
     cinder.beginDetaching(vol.id);
     await call('detach_volume', { instance: { uuid }, volume_id: vol.id, attachment_id: attachment });

@@ -70,10 +70,10 @@ describe('swap_volume', () => {
     expect(cinder.attachments.has(oldAttachment)).toBe(false);
     expect(cinder.volumes.get(a.id)?.status).toBe('available');
     expect(cinder.volumes.get(b.id)?.status).toBe('in-use');
-    expect(cinder.attachments.get(newAttachment)).toMatchObject({ status: 'attached', connector: { host: HOST, mountpoint: '/dev/vda' } });
+    expect(cinder.attachments.get(newAttachment)).toMatchObject({ status: 'attached', connector: { host: HOST, mountpoint: '/dev/vdb' } });
     expect(cinder.calls.some((x) => x.startsWith('migrate completion'))).toBe(false);
     const rec = host.manager.record(uuid);
-    expect(rec?.volumes?.map((v) => [v.volume_id, v.attachment_id, v.device_name, (v.connection_info as { serial?: string }).serial])).toEqual([[b.id, newAttachment, '/dev/vda', b.id]]);
+    expect(rec?.volumes?.map((v) => [v.volume_id, v.attachment_id, v.device_name, (v.connection_info as { serial?: string }).serial])).toEqual([[b.id, newAttachment, '/dev/vdb', b.id]]);
     expect(rec?.block_devices?.map((x) => [x.volume_id, x.attachment_id, x.volume_size])).toEqual([[b.id, newAttachment, 2]]);
     expect(rec?.fault).toBeUndefined();
     // A replay of the cast (the journal after a crash) finds the swap done.
