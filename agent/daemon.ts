@@ -84,7 +84,7 @@ export class Daemon {
   private nova: NovaParts | undefined;
   private ops: OpsServer | undefined;
   private watchdog: WatchdogLoop | undefined;
-  private powerSync: ReturnType<typeof setInterval> | undefined;
+  private readonly periodics: Array<ReturnType<typeof setInterval>> = [];
   private readonly notifier: ServiceNotifier;
   private readonly clock: Clock;
   private readonly stopping = new AbortController();
@@ -162,6 +162,7 @@ export class Daemon {
       logger,
       callTimeoutMs: config.DEFAULT.rpc_response_timeout * 1000,
       network: networkFromConfig(config, logger, this.clock, { onAnswer: (method, route, status, seconds) => this.metrics.neutronRequest(method, route, status, seconds) }),
+      shelvedOffloadTimeS: config.DEFAULT.shelved_offload_time,
       vifPlugging: { timeoutS: config.DEFAULT.vif_plugging_timeout, fatal: config.DEFAULT.vif_plugging_is_fatal, onWait: (outcome, seconds) => this.metrics.vifPlugWait(outcome, seconds) },
       volumes: {
         cinder: cinderFromConfig(config, this.clock),
@@ -190,25 +191,31 @@ export class Daemon {
 
     const every = auditInterval(config.DEFAULT.update_resources_interval);
     if (every !== undefined) parts.auditor.start(every, host);
-    this.startPowerSync(manager, config.DEFAULT.sync_power_state_interval);
+    // nova's `_sync_power_states` every sync_power_state_interval (0: 60; negative: never).
+    const sync = config.DEFAULT.sync_power_state_interval;
+    if (sync >= 0) this.periodic((sync || 60) * 1000, () => manager.power.syncPowerStates({ request_id: `req-${randomUUID()}` }));
+    // nova's `_poll_shelved_instances`, at nova's default periodic spacing.
+    if (config.DEFAULT.shelved_offload_time > 0) this.periodic(60_000, () => manager.shelving.offloadExpired({ request_id: `req-${randomUUID()}` }));
     await this.startOps();
     const summary = `${host}: ${parts.tracker.view.size} providers in Placement, consuming compute.${host}`;
     await this.notifier.ready(summary);
     logger.info({ driver: config.DEFAULT.compute_driver, instances: manager.instances().length }, 'compute-agent up');
   }
 
-  /** nova's `_sync_power_states` every `seconds` (0: 60; negative: never), one pass at a time. */
-  private startPowerSync(manager: ComputeManager, seconds: number): void {
-    if (seconds < 0) return;
+  /** Runs `task` every `ms`, one pass at a time (a pass still running skips the tick). */
+  private periodic(ms: number, task: () => Promise<unknown>): void {
     let running = false;
-    this.powerSync = setInterval(() => {
+    const timer = setInterval(() => {
       if (running) return;
       running = true;
-      void manager.power.syncPowerStates({ request_id: `req-${randomUUID()}` }).finally(() => {
-        running = false;
-      });
-    }, (seconds || 60) * 1000);
-    this.powerSync.unref();
+      void task()
+        .catch((e: unknown) => this.deps.logger.warn({ reason: e instanceof Error ? e.message : String(e) }, 'a periodic task failed'))
+        .finally(() => {
+          running = false;
+        });
+    }, ms);
+    timer.unref();
+    this.periodics.push(timer);
   }
 
   private async startOps(): Promise<void> {
@@ -265,7 +272,7 @@ export class Daemon {
     logger.info({ reason }, 'compute-agent stopping');
     await this.notifier.stopping(`stopping: ${reason}`);
     this.watchdog?.stop();
-    clearInterval(this.powerSync);
+    for (const timer of this.periodics) clearInterval(timer);
     this.nova?.service.stopHeartbeat();
     const rpc = this.rpc;
     this.rpc = undefined;

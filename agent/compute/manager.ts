@@ -75,6 +75,8 @@ export interface ManagerDeps {
   readonly volumes?: { readonly cinder: CinderClients; readonly ip: string; readonly allocateRetries: number; readonly allocateIntervalS: number };
   /** Glance's image writes (snapshots, backups). Absent: no Glance (a snapshot fails with what to set). */
   readonly images?: GlanceImageWrites;
+  /** `[DEFAULT] shelved_offload_time` (s): 0 offloads a shelved server at once (nova's default), -1 never. */
+  readonly shelvedOffloadTimeS?: number;
 }
 
 /** Cinder when none is configured: builds with volume mappings fail with what to set. */
@@ -171,7 +173,7 @@ export class ComputeManager {
     this.live = new LiveFlows(this.context, this.networking, volumeMoves);
     this.power = new PowerFlows(this.context);
     this.snapshots = new SnapshotFlows(this.context, deps.images);
-    this.shelving = new ShelveFlows(this.context, this.networking, this.snapshots, this.volumes);
+    this.shelving = new ShelveFlows(this.context, this.networking, this.snapshots, this.volumes, deps.shelvedOffloadTimeS ?? 0);
     this.liveControl = new LiveMigrationControl(this.context);
     this.rescues = new RescueFlows(this.context);
   }

@@ -110,7 +110,8 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     ),
     row('drop_move_claim_at_destination', { instance: A.instanceRef, ...unread('migration') }, (a) => resize.dropMoveClaim(a.instance.uuid)),
     row('stop_instance', { instance: A.instanceRef, clean_shutdown: A.cleanShutdown }, (a, ctx) => m.power.stop(a.instance.uuid, a.clean_shutdown !== false, ctx)),
-    row('start_instance', { instance: A.instanceRef }, (a, ctx) => m.power.start(a.instance.uuid, ctx)),
+    // A SHELVED server still on this host is unshelved by starting it (nova's conductor casts start_instance).
+    row('start_instance', { instance: A.instanceRef }, (a, ctx) => (m.record(a.instance.uuid)?.vm_state === 'shelved' ? m.shelving.startShelved(a.instance.uuid, ctx) : m.power.start(a.instance.uuid, ctx))),
     row('pause_instance', { instance: A.instanceRef }, (a, ctx) => m.power.pause(a.instance.uuid, ctx)),
     row('unpause_instance', { instance: A.instanceRef }, (a, ctx) => m.power.unpause(a.instance.uuid, ctx)),
     row('suspend_instance', { instance: A.instanceRef }, (a, ctx) => m.power.suspend(a.instance.uuid, ctx)),

@@ -19,22 +19,24 @@
  * leaves the server SHELVED_OFFLOADED on no host with nothing of it here (claim, ports, guest),
  * to be unshelved again. Replays resume from the recorded task.
  *
- * It is not: `[DEFAULT] shelved_offload_time` other than 0 (the server is always offloaded at
- * once).
+ * `[DEFAULT] shelved_offload_time` (nova's): 0 offloads at once; otherwise the server stays SHELVED
+ * here, powered off with its disk and allocation, until `offloadExpired` (run periodically, nova's
+ * `_poll_shelved_instances`) offloads it after that many seconds (-1: never); an unshelve of it is
+ * nova's `start_instance` (`startShelved`), and deletes the snapshot image.
  */
 import { InstanceNotFoundError as DriverInstanceNotFound } from '../../virt-drivers/errors';
 import { bootsFromVolume, LOCAL_ROOT_DEVICE, volumeMappings } from '../../model/block-device';
 import { POWER_STATE, type Flavor, type InstanceRecord } from '../../model/instance';
 import type { DecodedInstance } from './decode';
 import type { FlowContext } from './flow-context';
-import { arrivingRecord, instanceSpec, putInError } from './flow-steps';
+import { arrivingRecord, driverStep, instanceSpec, putInError } from './flow-steps';
 import type { NetworkFlows } from './network-flows';
 import { placementRequestId, type RequestContext } from './ports';
 import type { SnapshotFlows } from './snapshot';
 import { nameDevices, type VolumeFlows } from './volume-flows';
 import { arrival, transition, type FlowStep } from './transitions';
 
-export type ShelveContext = Pick<FlowContext, 'host' | 'now' | 'locks' | 'require' | 'record' | 'save' | 'forget' | 'claims' | 'removals' | 'driver' | 'controlPlane' | 'log' | 'notify'>;
+export type ShelveContext = Pick<FlowContext, 'host' | 'now' | 'locks' | 'require' | 'record' | 'instances' | 'save' | 'forget' | 'claims' | 'removals' | 'driver' | 'controlPlane' | 'log' | 'notify'>;
 
 
 /** What an unshelve needs of the instance nova sent besides the build's fields: its ports. */
@@ -55,6 +57,8 @@ export class ShelveFlows {
     private readonly networking: NetworkFlows,
     private readonly snapshots: SnapshotFlows,
     private readonly volumes: VolumeFlows,
+    /** `[DEFAULT] shelved_offload_time` (s): 0 at once, -1 never. */
+    private readonly offloadAfterS = 0,
   ) {}
 
   /** `shelve_instance`: powered off, snapshotted into `imageId`, SHELVED, then offloaded. */
@@ -76,6 +80,10 @@ export class ShelveFlows {
           return;
         }
         rec.shelved = { image_id: imageId, at: c.now() };
+        if (this.offloadAfterS !== 0) {
+          await this.step(rec, 'shelve.kept', ctx);
+          return;
+        }
         await this.step(rec, 'shelve.end', ctx);
       }
       await this.offload(rec, ctx, 'shelve.offloaded', 'shelve.revert');
@@ -91,6 +99,41 @@ export class ShelveFlows {
       await this.step(rec, 'shelve_offload.start', ctx);
       await this.offload(rec, ctx, 'shelve_offload.end', 'shelve_offload.revert');
     });
+  }
+
+  /**
+   * Offloads the SHELVED servers kept here longer than `shelved_offload_time` (nova's
+   * `_poll_shelved_instances`); resolves to how many. Never throws: a failed offload is recorded as
+   * its fault and the server stays SHELVED.
+   */
+  async offloadExpired(ctx: RequestContext): Promise<number> {
+    if (this.offloadAfterS <= 0) return 0;
+    const c = this.c;
+    const now = Date.parse(c.now());
+    const due = c.instances().filter((r) => r.vm_state === 'shelved' && r.task_state === null && r.shelved && now - Date.parse(r.shelved.at) >= this.offloadAfterS * 1000);
+    for (const { uuid } of due) {
+      await c.locks
+        .with(uuid, async () => {
+          const rec = c.record(uuid);
+          if (rec?.vm_state !== 'shelved' || rec.task_state !== null) return;
+          c.log.info({ instance: uuid, shelved_at: rec.shelved?.at, shelved_offload_time: this.offloadAfterS }, 'shelved longer than shelved_offload_time: offloading');
+          await this.step(rec, 'shelve_offload.expired', ctx);
+          await this.offload(rec, ctx, 'shelve_offload.end', 'shelve_offload.revert');
+        })
+        .catch((e: unknown) => c.log.warn({ instance: uuid, reason: reason(e) }, 'the periodic offload of a shelved server failed'));
+    }
+    return due.length;
+  }
+
+  /** `start_instance` of a SHELVED server still here (nova's unshelve of it): ACTIVE again, then its snapshot image deleted. */
+  async startShelved(uuid: string, ctx: RequestContext): Promise<void> {
+    let image: string | undefined;
+    await driverStep(this.c, uuid, 'unshelve', ['power_on.shelved_start', 'power_on.shelved_end', 'power_on.revert'], ctx, async (rec) => {
+      await this.c.driver.powerOn(rec);
+      image = rec.shelved?.image_id;
+      delete rec.shelved;
+    });
+    if (image) await this.snapshots.dropImage(uuid, image, 'an unshelved instance');
   }
 
   /**

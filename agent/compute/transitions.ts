@@ -204,6 +204,13 @@ export const TRANSITIONS = table({
     method: 'start_instance', from: { vm: ['stopped'], task: ['powering-on'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
     nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'powering-on' }], event: { name: START, phase: 'finish' } },
   },
+  /** Unshelve of a SHELVED server still here: nova's conductor casts start_instance (task powering-on). */
+  'power_on.shelved_start': { method: 'start_instance', from: { vm: ['shelved'], task: [null, 'powering-on'], move: 'none' }, to: { task: 'powering-on' }, onFailure: 'power_on.revert', notify: 'INFO', nova: { event: { name: START, phase: 'start' } } },
+  /** Started again: ACTIVE, the shelved keys out of system_metadata (the snapshot image is then deleted). */
+  'power_on.shelved_end': {
+    method: 'start_instance', from: { vm: ['shelved'], task: ['powering-on'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
+    nova: { instance: [{ set: { system_metadata: 'unshelved_sysmeta', power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'powering-on' }], event: { name: START, phase: 'finish' } },
+  },
   'power_on.revert': { method: 'start_instance', from: { vm: 'any', task: ['powering-on'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: START, phase: 'finish', failure: 'start failed' } } },
   'reboot.start': {
     method: 'reboot_instance', from: { vm: REBOOTABLE, task: [null, 'reboot_started'], move: 'none' }, to: { task: 'reboot_started' }, onFailure: 'reboot.error', notify: 'INFO',
@@ -299,6 +306,11 @@ export const TRANSITIONS = table({
     method: 'shelve_instance', from: { vm: SHELVABLE, task: ['shelving_image_uploading'], move: 'none' }, to: { vm: 'shelved', task: 'shelving_offloading', power: 'shutdown' }, notify: 'INFO',
     nova: { instance: [{ set: { system_metadata: 'shelved_sysmeta', vm_state: 'state', task_state: 'state', power_state: 'state' }, expected: ['shelving', 'shelving_image_uploading'] }] },
   },
+  /** The snapshot is in Glance and `shelved_offload_time` is not 0: SHELVED, kept on this host powered off. */
+  'shelve.kept': {
+    method: 'shelve_instance', from: { vm: SHELVABLE, task: ['shelving_image_uploading'], move: 'none' }, to: { vm: 'shelved', task: null, power: 'shutdown' }, notify: 'INFO',
+    nova: { instance: [{ set: { system_metadata: 'shelved_sysmeta', vm_state: 'state', task_state: 'state', power_state: 'state' }, expected: ['shelving', 'shelving_image_uploading'] }], event: { name: SHELVE, phase: 'finish' } },
+  },
   /** Offloaded as the end of a shelve: the action event is the shelve's. */
   'shelve.offloaded': {
     method: 'shelve_instance', from: { vm: ['shelved'], task: ['shelving_offloading'], move: 'none' }, to: { vm: 'shelved_offloaded', task: null, power: 'shutdown' }, notify: 'INFO',
@@ -314,6 +326,11 @@ export const TRANSITIONS = table({
   'shelve.revert': { method: 'shelve_instance', from: { vm: 'any', task: [...SHELVING, 'shelving_offloading'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: SHELVE, phase: 'finish', failure: 'shelve failed' } } },
   /** An offload asked for on its own (nova's API offloads a server booted from a volume without a snapshot). */
   'shelve_offload.start': { method: 'shelve_offload_instance', from: { vm: [...SHELVABLE, 'shelved'], task: [null, 'shelving_offloading'], move: 'none' }, to: { task: 'shelving_offloading' }, onFailure: 'shelve_offload.revert', notify: 'INFO', nova: { event: { name: OFFLOAD, phase: 'start' } } },
+  /** A SHELVED server kept here longer than `shelved_offload_time`: the periodic offload (nova's `_poll_shelved_instances`). */
+  'shelve_offload.expired': {
+    method: 'shelve_offload_instance', from: { vm: ['shelved'], task: [null, 'shelving_offloading'], move: 'none' }, to: { task: 'shelving_offloading' }, onFailure: 'shelve_offload.revert', notify: 'INFO',
+    nova: { instance: [{ set: { task_state: 'state' }, expected: [null, 'shelving_offloading'] }], event: { name: OFFLOAD, phase: 'start' } },
+  },
   'shelve_offload.end': {
     method: 'shelve_offload_instance', from: { vm: [...SHELVABLE, 'shelved'], task: ['shelving_offloading'], move: 'none' }, to: { vm: 'shelved_offloaded', task: null, power: 'shutdown' }, notify: 'INFO',
     nova: {

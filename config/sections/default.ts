@@ -179,6 +179,13 @@ export const defaultSection = z.object({
     default: '0',
     expected: 'an integer that divides 60, 3600 or 86400 evenly (e.g. 30, 60, 120, 300), 0 for 60, or negative to disable',
   }),
+  shelved_offload_time: option(int(-1), {
+    help:
+      "Seconds a shelved server stays on this host (powered off, its disk and allocation kept) before it is offloaded " +
+      "(nova's option of the same name): 0 offloads it at once, -1 never; unshelving a server still here starts it again.",
+    default: '0',
+    expected: 'an integer >= -1 (seconds; 0 at once, -1 never)',
+  }),
   sync_power_state_interval: option(int(), {
     help:
       "Seconds between power-state syncs (nova's option of the same name): the hypervisor's power state of each instance with " +

@@ -22,7 +22,7 @@ afterEach(() => nock.cleanAll());
 const CTX = { request_id: 'req-shelve', is_admin: true };
 const RES = { VCPU: 2, MEMORY_MB: 2048, DISK_GB: 11 };
 
-async function world() {
+async function world(shelvedOffloadTimeS = 0, now: () => number = Date.now) {
   const mock = new MockPlacement().install();
   const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(mock.base) }));
   const peers = new InProcessPeers();
@@ -32,6 +32,8 @@ async function world() {
   const host = (name: string, id: number): Promise<HarnessHost> =>
     makeHost(name, api, peers, silentLogger(), new NovaControlPlane({ conductor: c, host: name, myIp: '192.0.2.1', computeNodeId: () => id, logger: silentLogger() }), {
       images: glance,
+      shelvedOffloadTimeS,
+      now,
       volumes: { cinder: fakeCinderClients(cinder), ip: '192.0.2.10', allocateRetries: 1, allocateIntervalS: 0 },
     });
   const a = await host('host-a', 1);
@@ -144,4 +146,33 @@ test('volumes: shelved, each disconnected but kept reserved (a new attachment wi
     expect(JSON.parse(String(c.bdms.get(id)?.connection_info))).toMatchObject({ driver_volume_type: 'rbd', serial: vol });
   }
   expect(c.bdms.get(502)?.device_name).toBe('/dev/vdc');
+});
+
+test('shelved_offload_time > 0: SHELVED and kept on the host (powered off, allocation kept); unshelved by start_instance with the image deleted; shelved again, offloaded by the periodic pass once the time is up', async () => {
+  let skew = 0;
+  const { c, mock, glance, a, uuid, cast } = await world(3600, () => Date.now() + skew);
+  await cast(a, 'shelve_instance', 'shelving', { image_id: 'shelved-6' });
+  expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'shelved', task_state: null, power_state: 4, host: 'host-a' });
+  expect(c.instances.get(uuid)?.system_metadata).toMatchObject({ shelved_image_id: 'shelved-6', shelved_host: 'host-a' });
+  expect(a.driver.hypervisor.find(uuid)?.powerState).toBe('SHUTDOWN');
+  expect(mock.consumers.has(uuid)).toBe(true);
+  expect(await a.manager.shelving.offloadExpired(CTX)).toBe(0); // not yet due
+
+  // nova's conductor unshelves a SHELVED server by casting start_instance (task powering-on).
+  await cast(a, 'start_instance', 'powering-on');
+  expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'active', task_state: null, power_state: 1, host: 'host-a' });
+  expect(Object.keys(c.instances.get(uuid)?.system_metadata as object)).not.toContain('shelved_image_id');
+  expect(a.driver.hypervisor.find(uuid)?.powerState).toBe('RUNNING');
+  expect(glance.calls.at(-1)).toBe('delete shelved-6');
+
+  await cast(a, 'shelve_instance', 'shelving', { image_id: 'shelved-7' });
+  expect(await a.manager.shelving.offloadExpired(CTX)).toBe(0);
+  skew = 3601_000; // an hour and a second later
+  c.calls.length = 0;
+  expect(await a.manager.shelving.offloadExpired(CTX)).toBe(1);
+  expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'shelved_offloaded', task_state: null, host: null });
+  expect(c.calls.filter((x) => x.what === 'Instance.save').map((x) => x.kwargs?.expected_task_state)[0]).toEqual([null, 'shelving_offloading']);
+  expect(a.manager.record(uuid)).toBeUndefined();
+  expect(await a.driver.listInstances()).toEqual([]);
+  expect(mock.consumers.has(uuid)).toBe(false);
 });
