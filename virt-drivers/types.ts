@@ -36,6 +36,12 @@ export interface InstanceSpec extends InstanceRef {
   readonly flavor: Flavor;
   /** Glance image id; absent for boot-from-volume. */
   readonly image_ref?: string;
+  /**
+   * An unshelve: the instance's own image, which the disk made from `image_ref` (the shelved
+   * snapshot, deleted once the server runs) is rebased onto, as nova's libvirt driver does, so that
+   * a later move finds the disk's backing image in Glance. A driver without backing files ignores it.
+   */
+  readonly rebase_image_ref?: string;
   /** The instance's allocations in Placement: provider uuid -> resources. */
   readonly allocations: ConsumerAllocations;
   /** The instance's VIFs (nova's network_info), in NIC order; absent or empty: no NIC. */

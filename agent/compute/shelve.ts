@@ -176,7 +176,10 @@ export class ShelveFlows {
         // A guest an interrupted unshelve left never ran: it is started again from scratch.
         if (present) await c.driver.destroy(rec);
         if (req.imageId) rec.image_ref = req.imageId;
-        await this.networking.spawn(rec, instanceSpec(rec), { resumed: resuming });
+        // The disk is made from the shelved snapshot, then put on the instance's own image (which
+        // stays in Glance when the snapshot goes), as nova's libvirt driver does.
+        const spec = req.imageId && original !== undefined ? { ...instanceSpec(rec), rebase_image_ref: original } : instanceSpec(rec);
+        await this.networking.spawn(rec, spec, { resumed: resuming });
       } catch (e) {
         await this.failUnshelve(rec, e, original, ctx);
         return;

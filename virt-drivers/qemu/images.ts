@@ -129,6 +129,14 @@ export class Images {
     await this.run(disk, ['rebase', '-u', '-f', 'qcow2', '-b', image.path, '-F', image.format, disk]);
   }
 
+  /**
+   * Puts `disk` on `image` keeping what the guest sees: qemu-img's safe rebase writes into the
+   * overlay every block where the old and the new backing differ. @throws InstanceFilesError
+   */
+  async rebaseKeepingData(disk: string, image: ResolvedImage): Promise<void> {
+    await this.run(disk, ['rebase', '-f', 'qcow2', '-b', image.path, '-F', image.format, disk]);
+  }
+
   /** Grows `disk` to `rootGb` GiB if it is smaller; never shrinks. @throws InstanceFilesError */
   async growTo(disk: string, rootGb: number): Promise<void> {
     if (rootGb <= 0) return;

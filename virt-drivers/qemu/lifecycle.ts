@@ -17,6 +17,7 @@ import type { InstanceRef, InstanceSpec } from '../types';
 import { checkSpec, newDefinition, plugAll, unplugAllQuietly, type QemuHost } from './context';
 import { instanceDirs, instancePaths, writeRecord, type InstanceRecord } from './instance-files';
 import type { Managed } from './instances';
+import type { ResolvedImage } from './images';
 
 /** The active instance, or InstanceNotFoundError. */
 export function activeInstance(host: QemuHost, ref: InstanceRef): Managed {
@@ -47,6 +48,23 @@ export async function createInstanceDir(host: QemuHost, uuid: string): Promise<s
 }
 
 /**
+ * Rebases an unshelved instance's new disk onto its own image `ref` (see `InstanceSpec.rebase_image_ref`);
+ * resolves to that image, or null when it cannot be had (the disk keeps the snapshot under it, logged).
+ */
+async function onOwnImage(host: QemuHost, uuid: string, disk: string, ref: string): Promise<ResolvedImage | null> {
+  try {
+    const own = await host.images.resolve(ref);
+    const t0 = host.clock.now();
+    await host.images.rebaseKeepingData(disk, own);
+    host.log.info({ instance: uuid, image: ref, ms: host.clock.now() - t0 }, 'unshelved disk rebased onto the instance’s own image');
+    return own;
+  } catch (e) {
+    host.log.warn({ instance: uuid, image: ref, reason: e instanceof Error ? e.message : String(e) }, 'unshelved disk left on the shelved snapshot: its own image cannot be had; moves of it will need that snapshot');
+    return null;
+  }
+}
+
+/**
  * Creates and (with `powerOn`) starts an instance with its VIFs plugged; with `beforeRun`, QEMU
  * starts with the vCPUs stopped and `cont` runs them once `beforeRun` resolves. On failure
  * (`beforeRun`'s included) nothing is left: process stopped, VIFs unplugged, directory removed,
@@ -61,14 +79,19 @@ export async function spawn(host: QemuHost, spec: InstanceSpec, powerOn: boolean
     const paths = instancePaths(dir);
     let m: Managed | undefined;
     try {
-      const image = spec.image_ref === undefined ? null : await host.images.resolve(spec.image_ref);
+      let image = spec.image_ref === undefined ? null : await host.images.resolve(spec.image_ref);
       if (image) await host.images.createOverlay(paths.disk, image, spec.flavor.root_gb);
+      let imageRef = spec.image_ref ?? null;
+      if (image && spec.rebase_image_ref !== undefined && spec.rebase_image_ref !== spec.image_ref) {
+        const own = await onOwnImage(host, spec.uuid, paths.disk, spec.rebase_image_ref);
+        if (own) [image, imageRef] = [own, spec.rebase_image_ref];
+      }
       const rec: InstanceRecord = {
         uuid: spec.uuid,
         name: spec.name,
         host: host.opts.host,
         flavor: spec.flavor,
-        imageRef: spec.image_ref ?? null,
+        imageRef,
         image: image && { path: image.path, format: image.format },
         vm: newDefinition(host, spec, image !== null),
         power: powerOn ? 'running' : 'stopped',

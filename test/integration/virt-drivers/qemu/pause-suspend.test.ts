@@ -4,7 +4,8 @@
 // second boot); a hard reboot of a suspended guest boots afresh and drops the state; an NMI
 // reaches a running guest; a snapshot of a running guest (it runs on) and of a stopped one is a
 // standalone qcow2 that boots; a snapshot the agent died in leaves no copy job or file once the
-// driver starts again; a rescued guest boots from the rescue image with its own disk
+// driver starts again; an unshelved disk is rebased onto the instance's own image with its data
+// kept; a rescued guest boots from the rescue image with its own disk
 // second, and unrescued boots from its own disk again, the rescue disk gone.
 import { execFileSync } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
@@ -12,7 +13,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { InstanceStateError } from '../../../../virt-drivers/errors';
 import { lastTick } from '../../../helpers/tick-guest';
-import { consolePath, describeWithQemu, instanceSpec, processAlive, QemuTestBed, qemuPid, waitFor, waitTick, type TestHost } from '../../../helpers/qemu-hosts';
+import { consolePath, describeWithQemu, instanceSpec, processAlive, QemuTestBed, qemuPid, readPattern, waitFor, waitTick, type TestHost } from '../../../helpers/qemu-hosts';
 
 const U = (n: number): string => `5a5a5a5a-0000-4000-8000-${String(n).padStart(12, '0')}`;
 const boots = (path: string): number => readFileSync(path, 'utf8').match(/tick 0000/g)?.length ?? 0;
@@ -160,6 +161,24 @@ describeWithQemu('qemu driver: pause, suspend, crash dump', () => {
     expect(bytes).toBeGreaterThan(0);
     await next.destroy(spec);
     await next.cleanupHost('host-a');
+  });
+
+  test('an unshelve’s spawn (rebase_image_ref): the disk made from the shelved snapshot is put on the instance’s own image, its data kept; the guest boots from it', async () => {
+    // The "shelved snapshot": the image flattened, with a block the guest wrote (a pattern at 512 MiB).
+    const shelved = join(bed.images, 'shelved-6.qcow2');
+    execFileSync('qemu-img', ['convert', '-q', '-f', 'raw', '-O', 'qcow2', bed.image, shelved]);
+    execFileSync('qemu-img', ['resize', '-q', '-f', 'qcow2', shelved, String(1024 ** 3)]);
+    execFileSync('qemu-io', ['-f', 'qcow2', '-c', 'write -P 0xab 512M 64k', shelved]);
+    const spec = { ...instanceSpec(U(6), { image: 'shelved-6.qcow2' }), rebase_image_ref: 'tick.img' };
+    await a.driver.spawn(spec);
+    await waitTick(consolePath(a, spec.uuid), 1);
+    await a.driver.powerOff(spec, { timeoutSec: 0 });
+    const disk = join(a.instancesPath, spec.uuid, 'disk.qcow2');
+    const info = JSON.parse(execFileSync('qemu-img', ['info', '--output=json', disk], { encoding: 'utf8' })) as { 'backing-filename'?: string };
+    expect(info['backing-filename']).toBe(bed.image);
+    expect(readPattern(disk, 0xab, '512M', '64k')).toMatch(/read 65536\/65536 bytes/);
+    expect(execFileSync('qemu-img', ['compare', '-q', disk, shelved], { encoding: 'utf8' })).toBe(''); // identical content
+    await a.driver.destroy(spec);
   });
 
   test('rescue: booted from the rescue image, its own disk attached second; unrescue: its own disk again, the rescue disk gone', async () => {
