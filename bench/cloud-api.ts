@@ -23,9 +23,9 @@ export interface CloudReply {
 }
 
 /** Runs scripts/`name`; resolves its stdout, rejects with the tail of its stderr. */
-export function runScript(name: string, args: readonly string[], timeoutMs = 900_000): Promise<string> {
+export function runScript(name: string, args: readonly string[], timeoutMs = 900_000, env: Readonly<Record<string, string>> = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile('bash', [script(name), ...args], { timeout: timeoutMs, maxBuffer: 1 << 24 }, (err, stdout, stderr) =>
+    execFile('bash', [script(name), ...args], { timeout: timeoutMs, maxBuffer: 1 << 24, env: { ...process.env, ...env } }, (err, stdout, stderr) =>
       err ? reject(new Error(`${name} ${args.join(' ')}: ${err.message}\n${stderr.split('\n').slice(-15).join('\n')}`)) : resolve(stdout),
     );
   });

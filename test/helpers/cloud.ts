@@ -124,9 +124,12 @@ export class SharedCloud extends CloudApi {
     return livePid(join(this.env.CLOUD_DIR ?? '', 'hosts', host, 'agent.pid'));
   }
 
-  /** Starts `host`'s agent again (after a test killed it); resolves once it is up. */
-  async restartAgent(host: string): Promise<void> {
-    await runScript('cloud', ['agent-up', host], 180_000);
+  /**
+   * Starts `host`'s agent again (after a test killed it); resolves once it is up. `env` reaches the
+   * agent's process: `COMPUTE_AGENT__<SECTION>__<OPTION>` overrides its configuration.
+   */
+  async restartAgent(host: string, env: Readonly<Record<string, string>> = {}): Promise<void> {
+    await runScript('cloud', ['agent-up', host], 180_000, env);
   }
 
   /** The pid of glance-api (0 when it is not running). */
@@ -134,9 +137,12 @@ export class SharedCloud extends CloudApi {
     return livePid(join(this.env.GLANCE_DIR ?? '', 'glance-api.pid'));
   }
 
-  /** `host`'s agent's instances_path. */
+  /** `host`'s agent's instances_path, as its configuration names it (scripts/cloud keeps socket paths short). */
   instancesPath(host: string): string {
-    return join(this.env.CLOUD_DIR ?? '', 'hosts', host, 'instances');
+    const conf = readFileSync(join(this.env.CLOUD_DIR ?? '', 'hosts', host, 'agent.conf'), 'utf8');
+    const path = /^instances_path\s*=\s*(\S+)/m.exec(conf)?.[1];
+    if (!path) throw new Error(`no instances_path in ${host}'s agent.conf`);
+    return path;
   }
 
   /** The pid of cinder-api (0 when it is not running). */

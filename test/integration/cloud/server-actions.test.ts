@@ -15,6 +15,10 @@
 // - shelve and unshelve of a guest on the tenant network: SHELVED_OFFLOADED on no host, with no
 //   allocation, no QEMU and no instance directory on either host, its port kept but unbound; then
 //   ACTIVE again on a host, booted from the shelved image, its port bound there, the image gone;
+//   its disk put back on its own image, it live-migrates to the other host;
+// - shelve on an agent with `shelved_offload_time = -1`: SHELVED on its host, its QEMU gone but its
+//   disk and allocation kept; unshelve (nova's conductor casts start_instance) runs it again
+//   there, ACTIVE, and the snapshot image is deleted;
 // - rescue and unrescue of the net guest: RESCUE, the rescue system reads, on its second disk, the
 //   token the guest wrote on its own disk; ACTIVE again, booted from its own disk, token intact.
 //
@@ -197,6 +201,13 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
     const held = await cloud.must<Record<string, unknown>>('placement', 'GET', `/allocations/${s.id}`, undefined, 'allocations');
     expect(Object.keys(held)).toHaveLength(1);
     expect((await cloud.call('glance', 'GET', `/v2/images/${image?.id ?? ''}`)).status).toBe(404);
+
+    // Its disk was put back on its own image, so it moves though the snapshot is gone from Glance.
+    const other = cloud.hosts.find((h) => h !== host) ?? '';
+    await act(s.id, { 'os-migrateLive': { host: other, block_migration: 'auto' } }, '2.74');
+    await waitUntil('the live migration ends', async () => (await cloud.server(s.id))?.['OS-EXT-STS:task_state'] === null, 180_000);
+    expect(await cloud.settled(s.id, 'ACTIVE', 60_000)).toMatchObject({ 'OS-EXT-SRV-ATTR:host': other });
+    expect(qemuPid(s.id)).toBeGreaterThan(0);
   });
 
   test('rescue and unrescue through nova’s API: the rescue system sees the guest’s own disk as its second disk; unrescued, the guest boots from it again', async () => {
@@ -321,6 +332,37 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
     for (const host of cloud.hosts) {
       expect(execFileSync('find', [cloud.instancesPath(host), '-maxdepth', '2', '-name', `${s.id}*`], { encoding: 'utf8' }).trim()).toBe('');
       expect(copiesOn(host)).toEqual([]);
+    }
+  });
+
+  test('shelved_offload_time = -1 on the host: SHELVED there with its disk and allocation; unshelved, it runs again on the same host and the snapshot image is gone', async () => {
+    const [hostA = ''] = cloud.hosts;
+    const restart = async (env: Record<string, string>): Promise<void> => {
+      process.kill(cloud.agentPid(hostA), 'SIGTERM');
+      await waitUntil('the agent stopped', async () => cloud.agentPid(hostA) === 0, 60_000);
+      await cloud.restartAgent(hostA, env);
+    };
+    await restart({ COMPUTE_AGENT__DEFAULT__SHELVED_OFFLOAD_TIME: '-1' });
+    try {
+      const netImage = (await cloud.must<Array<{ id: string }>>('glance', 'GET', '/v2/images?name=net-guest', undefined, 'images'))[0]?.id ?? '';
+      const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name: 'actions-kept', flavorRef: 'ca-net', imageRef: netImage, networks: 'none', host: hostA } }, 'server', '2.74');
+      servers.push(s.id);
+      await cloud.settled(s.id, 'ACTIVE');
+      await waitUntil('the guest is up', async () => (await cloud.consoleOf(s.id, 100)).includes('net-guest: init'), 120_000);
+      await act(s.id, { shelve: null });
+      expect(await cloud.settled(s.id, 'SHELVED', 180_000)).toMatchObject({ 'OS-EXT-SRV-ATTR:host': hostA, 'OS-EXT-STS:power_state': 4 });
+      expect(qemuPid(s.id)).toBe(0);
+      expect(existsSync(join(cloud.instancesPath(hostA), s.id))).toBe(true);
+      expect(Object.keys(await cloud.must<Record<string, unknown>>('placement', 'GET', `/allocations/${s.id}`, undefined, 'allocations'))).toHaveLength(1);
+      const image = (await snapshotsOf(s.id))[0];
+      expect(image?.status).toBe('active');
+
+      await act(s.id, { unshelve: null });
+      expect(await cloud.settled(s.id, 'ACTIVE', 180_000)).toMatchObject({ 'OS-EXT-SRV-ATTR:host': hostA });
+      expect(qemuPid(s.id)).toBeGreaterThan(0);
+      await waitUntil('the snapshot image is deleted', async () => (await cloud.call('glance', 'GET', `/v2/images/${image?.id ?? ''}`)).status === 404, 60_000);
+    } finally {
+      await restart({});
     }
   });
 });
