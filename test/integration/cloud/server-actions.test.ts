@@ -55,12 +55,18 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
   const servers: string[] = [];
   const images: string[] = [];
 
-  const boot = async (name: string, host: string): Promise<string> => {
-    const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name, flavorRef: 'ca-net', imageRef: tick, networks: 'none', host } }, 'server', '2.74');
+  /** The net guest: it powers off on ACPI at once (the tick guest ignores it: a clean power off would wait out shutdown_timeout). */
+  let netImage = '';
+
+  /** Server `name` of `image` (the tick guest unless named) on `host`, once ACTIVE; deleted after the file. */
+  const boot = async (name: string, host: string, image = tick, networks: unknown = 'none'): Promise<string> => {
+    const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name, flavorRef: 'ca-net', imageRef: image, networks, host } }, 'server', '2.74');
     servers.push(s.id);
     await cloud.settled<ServerView>(s.id, 'ACTIVE');
     return s.id;
   };
+  /** Until the net guest of server `id` has booted far enough to act on ACPI. */
+  const netGuestUp = (id: string): Promise<void> => waitUntil('the guest is up', async () => (await cloud.consoleOf(id, 100)).includes('net-guest: init'), 120_000);
   const count = async (id: string): Promise<number[]> => ticks((await cloud.consoleOf(id, 400)).replace(/\r/g, ''));
   const lastCount = async (id: string): Promise<number> => (await count(id)).at(-1) ?? -1;
   const countsPast = async (id: string, n: number): Promise<number> => {
@@ -81,6 +87,7 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
   beforeAll(async () => {
     cloud = await SharedCloud.start(log);
     tick = await cloud.uploadImage(`tick-actions-${Date.now()}`, tickImage(), 'raw');
+    netImage = (await cloud.must<Array<{ id: string }>>('glance', 'GET', '/v2/images?name=net-guest', undefined, 'images'))[0]?.id ?? '';
   });
 
   afterAll(async () => {
@@ -145,10 +152,7 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
     expect(img).toMatchObject({ status: 'active', disk_format: 'qcow2', container_format: 'bare', image_type: 'snapshot', instance_uuid: id, image_location: 'snapshot', image_state: 'available' });
     expect(await countsPast(id, (await lastCount(id)))).toBeGreaterThan(0); // ran on
 
-    const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name: 'from-snap', flavorRef: 'ca-net', imageRef: image, networks: 'none', host: hostB } }, 'server', '2.74');
-    servers.push(s.id);
-    await cloud.settled(s.id, 'ACTIVE');
-    await countsPast(s.id, 1);
+    await countsPast(await boot('from-snap', hostB, image), 1);
 
     const backups: string[] = [];
     for (const n of [1, 2]) {
@@ -165,11 +169,7 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
   test('shelve and unshelve through nova’s API: offloaded with nothing left on any host and the port unbound; unshelved, booted from the shelved image with the port bound again', async () => {
     const [hostA = ''] = cloud.hosts;
     const network = (await cloud.must<Array<{ id: string }>>('neutron', 'GET', '/networks?name=private', undefined, 'networks'))[0]?.id ?? '';
-    // The net guest powers off on ACPI at once (the tick guest ignores it: a clean power off would wait out shutdown_timeout).
-    const netImage = (await cloud.must<Array<{ id: string }>>('glance', 'GET', '/v2/images?name=net-guest', undefined, 'images'))[0]?.id ?? '';
-    const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name: 'actions-shelve', flavorRef: 'ca-net', imageRef: netImage, networks: [{ uuid: network }], host: hostA } }, 'server', '2.74');
-    servers.push(s.id);
-    await cloud.settled(s.id, 'ACTIVE');
+    const s = { id: await boot('actions-shelve', hostA, netImage, [{ uuid: network }]) };
     const booted = async (): Promise<boolean> => (await cloud.consoleOf(s.id, 100)).includes('net-guest: lease');
     await waitUntil('the guest has its lease', booted, 120_000);
     const port = (await cloud.must<Array<{ id: string }>>('neutron', 'GET', `/ports?device_id=${s.id}`, undefined, 'ports'))[0]?.id ?? '';
@@ -212,10 +212,7 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
 
   test('rescue and unrescue through nova’s API: the rescue system sees the guest’s own disk as its second disk; unrescued, the guest boots from it again', async () => {
     const [, hostB = ''] = cloud.hosts;
-    const netImage = (await cloud.must<Array<{ id: string }>>('glance', 'GET', '/v2/images?name=net-guest', undefined, 'images'))[0]?.id ?? '';
-    const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name: 'actions-rescue', flavorRef: 'ca-net', imageRef: netImage, networks: 'none', host: hostB } }, 'server', '2.74');
-    servers.push(s.id);
-    await cloud.settled(s.id, 'ACTIVE');
+    const s = { id: await boot('actions-rescue', hostB, netImage) };
     /** The disk events of the guest's last boot, and how many boots the console shows. */
     const lastBoot = async (): Promise<{ boots: number; events: ReturnType<typeof diskEvents> }> => {
       const parts = (await cloud.consoleOf(s.id, 400)).split('net-guest: init');
@@ -313,13 +310,8 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
 
   test('the agent SIGKILLed in a shelve’s upload and started again: SHELVED_OFFLOADED with one active image, no allocation, and nothing of it on either host', async () => {
     const [, hostB = ''] = cloud.hosts;
-    // The net guest powers off on ACPI at once (the tick guest would wait out shutdown_timeout).
-    const netImage = (await cloud.must<Array<{ id: string }>>('glance', 'GET', '/v2/images?name=net-guest', undefined, 'images'))[0]?.id ?? '';
-    const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name: 'actions-kill-shelve', flavorRef: 'ca-net', imageRef: netImage, networks: 'none', host: hostB } }, 'server', '2.74');
-    servers.push(s.id);
-    await cloud.settled(s.id, 'ACTIVE');
-    // Booted far enough to act on ACPI, so the clean power off is quick.
-    await waitUntil('the guest is up', async () => (await cloud.consoleOf(s.id, 100)).includes('net-guest: init'), 120_000);
+    const s = { id: await boot('actions-kill-shelve', hostB, netImage) };
+    await netGuestUp(s.id); // so the clean power off is quick
     await killInUpload(s.id, hostB, 'shelving_image_uploading', async () => {
       await act(s.id, { shelve: null });
     });
@@ -344,11 +336,8 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
     };
     await restart({ COMPUTE_AGENT__DEFAULT__SHELVED_OFFLOAD_TIME: '-1' });
     try {
-      const netImage = (await cloud.must<Array<{ id: string }>>('glance', 'GET', '/v2/images?name=net-guest', undefined, 'images'))[0]?.id ?? '';
-      const s = await cloud.must<{ id: string }>('nova', 'POST', '/servers', { server: { name: 'actions-kept', flavorRef: 'ca-net', imageRef: netImage, networks: 'none', host: hostA } }, 'server', '2.74');
-      servers.push(s.id);
-      await cloud.settled(s.id, 'ACTIVE');
-      await waitUntil('the guest is up', async () => (await cloud.consoleOf(s.id, 100)).includes('net-guest: init'), 120_000);
+      const s = { id: await boot('actions-kept', hostA, netImage) };
+      await netGuestUp(s.id);
       await act(s.id, { shelve: null });
       expect(await cloud.settled(s.id, 'SHELVED', 180_000)).toMatchObject({ 'OS-EXT-SRV-ATTR:host': hostA, 'OS-EXT-STS:power_state': 4 });
       expect(qemuPid(s.id)).toBe(0);
