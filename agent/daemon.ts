@@ -163,6 +163,11 @@ export class Daemon {
       callTimeoutMs: config.DEFAULT.rpc_response_timeout * 1000,
       network: networkFromConfig(config, logger, this.clock, { onAnswer: (method, route, status, seconds) => this.metrics.neutronRequest(method, route, status, seconds) }),
       shelvedOffloadTimeS: config.DEFAULT.shelved_offload_time,
+      consoles: {
+        novncBaseUrl: config.vnc.enabled ? config.vnc.novncproxy_base_url : null,
+        serialBaseUrl: config.serial_console.enabled ? config.serial_console.base_url : null,
+        tokenTtlS: config.consoleauth.token_ttl,
+      },
       vifPlugging: { timeoutS: config.DEFAULT.vif_plugging_timeout, fatal: config.DEFAULT.vif_plugging_is_fatal, onWait: (outcome, seconds) => this.metrics.vifPlugWait(outcome, seconds) },
       volumes: {
         cinder: cinderFromConfig(config, this.clock),

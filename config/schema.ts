@@ -16,6 +16,7 @@ import { computeSection, devicesSection, networkSection } from './sections/inven
 import { metricsSection } from './sections/metrics';
 import { neutronSection } from './sections/neutron';
 import { cinderSection } from './sections/cinder';
+import { consoleauthSection, serialConsoleSection, vncSection } from './sections/consoles';
 import { osVifOvsSection } from './sections/os-vif';
 import { placementSection } from './sections/placement';
 import { qemuSection } from './sections/qemu';
@@ -36,6 +37,9 @@ export const configSchema = z.object({
   image_cache: imageCacheSection,
   neutron: neutronSection,
   cinder: cinderSection,
+  vnc: vncSection,
+  serial_console: serialConsoleSection,
+  consoleauth: consoleauthSection,
   oslo_messaging_rabbit: rabbitSection,
   metrics: metricsSection,
 });

@@ -86,6 +86,15 @@ export interface SnapshotImage {
   readonly diskFormat: 'qcow2' | 'raw';
 }
 
+/** The consoles a guest may offer nova's proxies. */
+export type ConsoleKind = 'vnc' | 'serial';
+
+/** A console's listening socket, as the proxy reaches it. */
+export interface ConsoleEndpoint {
+  readonly host: string;
+  readonly port: number;
+}
+
 export interface VirtDriver {
   /** The registered name (`[DEFAULT] compute_driver`). */
   readonly name: string;
@@ -240,6 +249,12 @@ export interface VirtDriver {
    * instance storage. A path outside this host's instances directory is false. Never throws.
    */
   instanceFileVisible(path: string): Promise<boolean>;
+  /**
+   * Where a console of a running instance listens, for nova's console proxy to connect to: its
+   * VNC server, or its serial port's TCP socket.
+   * @throws InstanceNotFoundError, InstanceStateError (no running guest), ConsoleUnavailableError
+   */
+  getConsole(instance: InstanceRef, kind: ConsoleKind): Promise<ConsoleEndpoint>;
   /** The guest's serial console log as the hypervisor kept it (at most its last 100 KiB, nova libvirt's cap). @throws InstanceNotFoundError */
   getConsoleOutput(instance: InstanceRef): Promise<Buffer>;
 

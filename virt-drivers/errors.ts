@@ -77,6 +77,18 @@ export class NotSupportedError extends DriverError {
   }
 }
 
+/** The instance offers no console of that kind: the kind is off on this host, or the guest was made without it. */
+export class ConsoleUnavailableError extends DriverError {
+  constructor(
+    readonly instance: string,
+    readonly kind: string,
+    reason: string,
+  ) {
+    super(`instance ${instance} has no ${kind} console: ${reason}`);
+    this.name = 'ConsoleUnavailableError';
+  }
+}
+
 /** A live-migration pre-check failed: the move must not start. */
 export class MigrationPreCheckError extends DriverError {
   constructor(message: string, options?: { cause?: unknown }) {

@@ -10,6 +10,7 @@
  * - nova (`agent/nova/control-plane.ts`): each step is the save nova-compute makes through
  *   nova-conductor (Instance, Migration, InstanceActionEvent, the scheduler fanout).
  */
+import { randomUUID } from 'node:crypto';
 import type { LiveMigrateData } from '../../virt-drivers/types';
 import type { MigrationRecord, InstanceRecord, Flavor } from '../../model/instance';
 import type { Notifier, RequestContext } from './ports';
@@ -18,6 +19,7 @@ import type { DecodedMigration } from './decode';
 import { rowOf, stateAfter, type FlowStep } from './transitions';
 import type { NetworkInfo, Vif } from '../../model/network';
 import type { BlockDevice } from '../../model/block-device';
+import { consoleAccessUrl } from './console-url';
 
 /** What a volume step changed in a block device mapping (`ControlPlane.blockDevice`): nova's field names. */
 export interface BlockDeviceChange {
@@ -35,6 +37,18 @@ export type NetworkChange =
   /** One interface detached: `info` without it. */
   | { readonly kind: 'detached'; readonly info: NetworkInfo; readonly removed: Vif }
   | { readonly kind: 'released' };
+
+/** What a console's token is for (nova's ConsoleAuthToken fields). */
+export interface ConsoleAuthorization {
+  readonly instanceUuid: string;
+  /** nova's console type: `novnc`, `serial`. */
+  readonly consoleType: string;
+  /** Where the proxy connects. */
+  readonly host: string;
+  readonly port: number;
+  /** The proxy's URL the token is added to. */
+  readonly accessUrlBase: string;
+}
 
 export interface ControlPlane {
   /** The scheduler claimed before builds and moves: flows verify its claims instead of claiming. */
@@ -84,6 +98,14 @@ export interface ControlPlane {
   blockDevicesOf(uuid: string, ctx: RequestContext): Promise<readonly BlockDevice[]>;
   /** Block device mapping row `bdmId` of instance `uuid` is gone (a detach, a failed attach). Never throws. */
   destroyBlockDevice(uuid: string, bdmId: number, ctx: RequestContext): Promise<void>;
+  /**
+   * A token for a console of an instance, and the URL the user opens with it. nova mode:
+   * `ConsoleAuthToken.authorize` through the conductor, which keeps the token's hash in nova's
+   * database for `ttlS` seconds, where nova's proxies check it. Standalone: a fresh token that
+   * nothing checks (there is no nova proxy).
+   * @throws what the conductor threw (no token: the caller gets no console)
+   */
+  authorizeConsole(console: ConsoleAuthorization, ttlS: number, ctx: RequestContext): Promise<{ readonly token: string; readonly accessUrl: string }>;
   /** The instance argument of a message to another compute host. */
   instanceArg(rec: InstanceRecord, flavor?: Flavor): Record<string, unknown>;
   /** The instance argument for an instance this host no longer has a record of. */
@@ -153,6 +175,11 @@ export class NotifierControlPlane implements ControlPlane {
 
   blockDevicesOf(): Promise<readonly BlockDevice[]> {
     return Promise.resolve([]);
+  }
+
+  authorizeConsole(console: ConsoleAuthorization): Promise<{ token: string; accessUrl: string }> {
+    const token = randomUUID();
+    return Promise.resolve({ token, accessUrl: consoleAccessUrl(console.consoleType, console.accessUrlBase, token) });
   }
 
   /** Standalone casters set no task state; the RPC server logs the cast's failure. */

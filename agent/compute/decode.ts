@@ -204,6 +204,10 @@ export const computeArgs = {
   recreate: arg.optional(arg.nullable(arg.bool()), false),
   /** `stop_instance`'s `clean_shutdown`: absent or null is true, nova's default. */
   cleanShutdown: arg.optional(arg.nullable(arg.bool()), true),
+  /** The console type nova's API asked for (`novnc`, `serial`, ...). */
+  consoleType: fromSchema('a console type such as novnc or serial', z.string().min(1), same),
+  /** `validate_console_port`'s `port`: nova's proxies send the port as a string. */
+  consolePort: fromSchema('a port number or its decimal string', z.union([z.number().int().min(0).max(65535), z.string().regex(/^\d{1,5}$/)]), (v) => String(v)),
   /** `get_console_output`'s `tail_length`: lines, as an integer or its string (nova's API passes either); absent, null or -1: all. */
   tailLength: arg.optional(
     fromSchema('an integer, its decimal string, or null', z.union([z.number().int(), z.string().regex(/^-?\d+$/)]).nullable(), (v) => (v === null || Number(v) < 0 ? null : Number(v))),

@@ -13,6 +13,7 @@
  *
  * Not here: flow logic (the flows), decoding (`decode.ts`), RPC registration (`register.ts`).
  */
+import { ConsoleFlows, NO_CONSOLES, type ConsoleSettings } from './consoles';
 import type { Logger } from '../../lib/logging/logger';
 import { systemClock, type Clock } from '../../lib/clock';
 import { NetworkService } from '../network/network-api';
@@ -77,6 +78,8 @@ export interface ManagerDeps {
   readonly images?: GlanceImageWrites;
   /** `[DEFAULT] shelved_offload_time` (s): 0 offloads a shelved server at once (nova's default), -1 never. */
   readonly shelvedOffloadTimeS?: number;
+  /** `[vnc]`, `[serial_console]`, `[consoleauth]`; absent: no consoles. */
+  readonly consoles?: ConsoleSettings;
 }
 
 /** Cinder when none is configured: builds with volume mappings fail with what to set. */
@@ -117,6 +120,8 @@ export class ComputeManager {
   readonly liveControl: LiveMigrationControl;
   /** `rescue_instance`, `unrescue_instance`. */
   readonly rescues: RescueFlows;
+  /** get_vnc_console, get_serial_console, validate_console_port. */
+  readonly consoles: ConsoleFlows;
   private readonly lifecycle: LifecycleFlows;
 
   constructor(readonly deps: ManagerDeps) {
@@ -176,6 +181,7 @@ export class ComputeManager {
     this.shelving = new ShelveFlows(this.context, this.networking, this.snapshots, this.volumes, deps.shelvedOffloadTimeS ?? 0);
     this.liveControl = new LiveMigrationControl(this.context);
     this.rescues = new RescueFlows(this.context);
+    this.consoles = new ConsoleFlows(this.context, deps.consoles ?? NO_CONSOLES);
   }
 
   get host(): string {

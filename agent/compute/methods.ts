@@ -29,6 +29,8 @@ const AGENT_API = { namespace: AGENT_NAMESPACE, versions: { min: '1.0' } } as co
 interface RowOptions {
   readonly api?: { readonly namespace: string | null; readonly versions: MethodVersions };
   readonly journaled?: boolean;
+  /** Not ordered behind the instance's other requests (a read that must answer while a long operation runs). */
+  readonly unordered?: boolean;
 }
 
 /** A migration sent to its destination before the scheduler picked it: the destination is this host. */
@@ -44,7 +46,7 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
       ...(opts.api ?? NOVA_COMPUTE_API),
       journaled: opts.journaled ?? true,
       args,
-      key: instanceKey,
+      ...(opts.unordered ? {} : { key: instanceKey }),
       handle: (a, call) => {
         m.controlPlane.received(call.sent);
         return handle(a, call.context);
@@ -52,6 +54,7 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     });
   const agent: RowOptions = { api: AGENT_API };
   const read: RowOptions = { journaled: false };
+  const console: RowOptions = { journaled: false, unordered: true };
 
   return [
     row(
@@ -163,6 +166,12 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     row('remove_volume_connection', { instance: A.instanceRef, volume_id: V.volumeId, delete_attachment: V.deleteAttachment }, (a, ctx) =>
       m.volumeSwap.removeConnection(a.instance.uuid, a.volume_id, a.delete_attachment, ctx),
     ),
+    // Asked by nova-api (a user's console URL) and by nova's proxies (before they connect), as
+    // nova-compute answers them: at once, not behind the instance's other requests (a proxy's call
+    // times out while a migration runs), never journaled (the caller's wait does not outlive a restart).
+    row('get_vnc_console', { instance: A.instanceRef, console_type: A.consoleType }, (a, ctx) => m.consoles.vnc(a.instance.uuid, a.console_type, ctx), console),
+    row('get_serial_console', { instance: A.instanceRef, console_type: A.consoleType }, (a, ctx) => m.consoles.serial(a.instance.uuid, a.console_type, ctx), console),
+    row('validate_console_port', { instance: A.instanceRef, port: A.consolePort, console_type: A.consoleType }, (a) => m.consoles.validatePort(a.instance.uuid, a.port, a.console_type), console),
     row('get_console_output', { instance: A.instanceRef, tail_length: A.tailLength }, (a) => m.power.consoleOutput(a.instance.uuid, a.tail_length), read),
     // nova-compute reads the network and hands it to the driver, whose inject_network_info does
     // nothing under libvirt (nor here): answered, the server left as it is.

@@ -58,13 +58,10 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   prep_snapshot_based_resize_at_dest: call('flavor', 'nodename', 'migration', 'limits', 'request_spec'),
   prep_snapshot_based_resize_at_source: call('migration', 'snapshot_id'),
   revert_snapshot_based_resize_at_dest: call('migration'),
-  get_vnc_console: call('console_type'),
   get_spice_console: call('console_type'),
   // Zed's (removed in 2025.1).
   get_rdp_console: call('console_type'),
   get_mks_console: call('console_type'),
-  get_serial_console: call('console_type'),
-  validate_console_port: call('port', 'console_type'),
   quiesce_instance: call(),
   set_admin_password: { kind: 'call', args: ['new_pass'], apiTask: 'updating_password' },
 };

@@ -18,7 +18,7 @@
  */
 import { libvirtLiveMigrateData } from './live-migrate-data';
 import type { LiveMigrateData } from '../../virt-drivers/types';
-import type { BlockDeviceChange, ControlPlane, NetworkChange } from '../compute/control-plane';
+import type { BlockDeviceChange, ConsoleAuthorization, ControlPlane, NetworkChange } from '../compute/control-plane';
 import { rowOf, stateAfter, type FlowStep, type InstanceState, type NovaHook, type NovaValue } from '../compute/transitions';
 import type { DecodedMigration } from '../compute/decode';
 import type { Flavor, InstanceRecord, MigrationRecord } from '../../model/instance';
@@ -31,6 +31,7 @@ import { applyUpdates, hasField, isPrimitive, novaTime, primitive, withChanges, 
 import { elevated, NovaObjectCache } from './object-cache';
 import { NovaNetworkRecords } from './network-records';
 import { NovaBlockDeviceRecords } from './block-device-records';
+import { authorizeConsoleToken } from './console-tokens';
 
 type Fields = Readonly<Record<string, unknown>>;
 
@@ -190,6 +191,10 @@ export class NovaControlPlane implements ControlPlane {
   }
   liveMigrateData(rec: InstanceRecord, data: LiveMigrateData): unknown {
     return libvirtLiveMigrateData(rec, data, this.o.conductor.objectVersions);
+  }
+
+  authorizeConsole(console: ConsoleAuthorization, ttlS: number, ctx: RequestContext): Promise<{ token: string; accessUrl: string }> {
+    return authorizeConsoleToken(this.o.conductor, console, ttlS, ctx);
   }
 
 

@@ -60,6 +60,8 @@ export class FakeConductor implements Conductor {
   readonly virtualInterfaces: Data[] = [];
   /** InstanceInfoCache.network_info by instance uuid, as saved (nova's JSON string). */
   readonly infoCaches = new Map<string, unknown>();
+  /** ConsoleAuthToken rows by their token (nova keeps the hash; the fake keeps the token), with the ttl asked. */
+  readonly consoleTokens = new Map<string, Data>();
   private nextId = 1;
 
   constructor(o: FakeConductorOptions = {}) {
@@ -131,12 +133,20 @@ export class FakeConductor implements Conductor {
     return Promise.resolve(null); // InstanceActionEvent.*: nothing to return (want_result false)
   }
 
-  objectAction(ctx: RpcContext, objinst: Readonly<Record<string, unknown>>, method: string, _args: readonly unknown[] = [], kwargs: Readonly<Record<string, unknown>> = {}, bound: CallBound = {}): Promise<ObjectActionReply> {
+  objectAction(ctx: RpcContext, objinst: Readonly<Record<string, unknown>>, method: string, args: readonly unknown[] = [], kwargs: Readonly<Record<string, unknown>> = {}, bound: CallBound = {}): Promise<ObjectActionReply> {
     const name = String(objinst['nova_object.name']);
     const changes = (objinst['nova_object.changes'] as string[] | undefined) ?? [];
     const data = dataOf(objinst);
     this.calls.push({ kind: 'object', what: `${name}.${method}`, changes, kwargs, data: { ...data }, ctx, timeoutMs: bound.timeoutMs });
     const changed: Data = Object.fromEntries(changes.map((k) => [k, data[k]]));
+    // nova's ConsoleAuthToken.authorize(ttl): a new row (refused for one that has an id), its token the result.
+    if (name === 'ConsoleAuthToken' && method === 'authorize') {
+      if (data.id !== undefined) return Promise.reject(new ConductorError('ObjectActionError', `${name}.${method}`, 'must be a new object to authorize'));
+      const token = randomUUID();
+      const row: Data = { ...changed, id: this.nextId++, expires: Math.floor(Date.now() / 1000) + Number(args[0]), token };
+      this.consoleTokens.set(token, { ...row, ttl: args[0] });
+      return Promise.resolve({ updates: row, result: token });
+    }
     // nova's InstanceInfoCache.save writes the changed network_info of the instance's cache row.
     if (name === 'InstanceInfoCache' && method === 'save') {
       if (changes.includes('network_info')) this.infoCaches.set(String(data.instance_uuid), data.network_info);

@@ -17,7 +17,7 @@ import type { Logger } from '../../lib/logging/logger';
 import type { ProviderTree } from '../../model/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
 import type { NetworkInfo, Vif } from '../../model/network';
-import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type SnapshotImage, type SpawnOptions, type VirtDriver } from '../driver';
+import { capabilityTraits, type ConsoleEndpoint, type ConsoleKind, type DriverCapabilities, type PowerOffOptions, type SnapshotImage, type SpawnOptions, type VirtDriver } from '../driver';
 import { DriverError, DriverInitError, InstanceExistsError, InstanceStateError, MigrationPreCheckError } from '../errors';
 import { discoverHost, type HostFacts } from '../host/discover';
 import { applyPlan, RootProviderMissingError } from '../layout/apply';
@@ -283,6 +283,18 @@ export class FakeDriver implements VirtDriver {
     const i = this.hypervisor.settled(instance, 'trigger a crash dump');
     if (i.powerState !== 'RUNNING') throw new InstanceStateError(i.uuid, i.powerState, 'trigger a crash dump');
     this.hypervisor.print(i, 'NMI received');
+  }
+
+  /**
+   * The fake guest's consoles "listen" on loopback at a port derived from its uuid (VNC from 5900,
+   * serial from 10000); nothing is there to connect to.
+   */
+  async getConsole(instance: InstanceRef, kind: ConsoleKind): Promise<ConsoleEndpoint> {
+    await this.faults.before('getConsole');
+    const i = this.hypervisor.get(instance);
+    if (i.powerState !== 'RUNNING') throw new InstanceStateError(i.uuid, i.powerState, `open its ${kind} console`);
+    const offset = parseInt(i.uuid.replace(/-/g, '').slice(0, 4), 16) % 1000;
+    return { host: '127.0.0.1', port: (kind === 'vnc' ? 5900 : 10000) + (Number.isNaN(offset) ? 0 : offset) };
   }
 
   async getConsoleOutput(instance: InstanceRef): Promise<Buffer> {

@@ -24,6 +24,13 @@
  * (`volport<slot>`, `VOLUME_SLOTS` of them on every definition that has a volume list, for later
  * hot plug), elsewhere at a fixed `pci.0` address; both clear of the NICs' (0x10-0x17).
  *
+ * Consoles: a guest with a display (`video`) gets virtio-vga at a fixed address (slot 2 of the
+ * root bus, clear of the ports above) and, when this host serves VNC, a VNC server on the first
+ * free display from `:0` (port 5900 up) at `[vnc] server_listen`. With `[serial_console]` on, the
+ * serial port is a TCP server socket on the first free port of its range (QEMU binds it: no two
+ * guests race for one), still logged to the console file. Neither socket is part of the guest: a
+ * live migration's destination opens its own.
+ *
  * Boot order: nova's boot_index N is QEMU's bootindex N + 1, and the local root disk, nova's
  * boot_index 0, keeps bootindex 1 unless a volume has boot_index 0 (then the disk gets none and
  * is tried after the listed devices).
@@ -33,6 +40,7 @@
  */
 import type { InstancePaths, NicDefinition, RbdVolumeDefinition, VmDefinition } from './instance-files';
 import { DriverError } from '../errors';
+import type { ConsoleOptions } from './options';
 import { rbdSecretFile, VOLUME_SLOTS } from './volumes';
 
 /** The block backend and guest device of the root disk (QMP uses the first). */
@@ -167,6 +175,32 @@ export interface CommandLineInput {
   readonly paused?: boolean;
   /** `[qemu] rbd_secrets_dir`: where QEMU reads the volumes' cephx keys (needed when a volume has a user). */
   readonly rbdSecretsDir?: string;
+  /** The consoles this host serves; absent: none (the serial port logs to a file only). */
+  readonly consoles?: ConsoleOptions;
+}
+
+/** The highest VNC display tried (port 5900 + this). */
+export const VNC_LAST_DISPLAY = 4000;
+
+/** An address as QEMU's `-vnc` takes it (IPv6 in brackets). */
+function vncHost(address: string): string {
+  return address.includes(':') ? `[${address}]` : address;
+}
+
+/** The serial port's chardev: a log file, or also a TCP server socket for nova's serial proxy. */
+function serialChardev(paths: InstancePaths, consoles: ConsoleOptions | undefined): string {
+  const e = escapeOptionValue;
+  const serial = consoles?.serial;
+  if (!serial) return `file,id=charserial0,path=${e(paths.console)},append=on`;
+  return `socket,id=charserial0,host=${e(serial.address)},port=${serial.ports.min},to=${serial.ports.max},server=on,wait=off,logfile=${e(paths.console)},logappend=on`;
+}
+
+/** The display device and VNC server of a guest with a display. */
+function displayArgs(def: VmDefinition, consoles: ConsoleOptions | undefined): string[] {
+  if (def.video === undefined) return [];
+  const args = ['-device', `virtio-vga,id=video0,bus=${isQ35(def.machine) ? 'pcie.0' : 'pci.0'},addr=0x2`];
+  if (consoles?.vnc) args.push('-vnc', `${vncHost(consoles.vnc.listen)}:0,to=${VNC_LAST_DISPLAY}`);
+  return args;
 }
 
 /** QEMU's option syntax: a comma inside a value is written twice. */
@@ -206,9 +240,10 @@ export function qemuCommandLine(input: CommandLineInput): string[] {
     '-mon',
     'chardev=charmonitor,id=monitor,mode=control',
     '-chardev',
-    `file,id=charserial0,path=${e(paths.console)},append=on`,
+    serialChardev(paths, input.consoles),
     '-device',
     'isa-serial,chardev=charserial0,id=serial0',
+    ...displayArgs(def, input.consoles),
   ];
   if (input.sandbox) args.push('-sandbox', 'on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny');
   if (def.rescue) {

@@ -75,7 +75,8 @@ export function checkSpec(spec: InstanceSpec): void {
 
 /**
  * The definition of a new instance on this host: its flavor, this host's machine, CPU and
- * accelerator, its NICs and volumes. @throws VolumeConnectionError
+ * accelerator, its NICs and volumes, a display when this host serves VNC consoles.
+ * @throws VolumeConnectionError
  */
 export function newDefinition(host: QemuHost, spec: InstanceSpec, disk: boolean): VmDefinition {
   return {
@@ -87,6 +88,7 @@ export function newDefinition(host: QemuHost, spec: InstanceSpec, disk: boolean)
     disk,
     nics: nicDefinitions(spec.network_info ?? []),
     volumes: volumeDefinitions(spec.uuid, spec.volumes ?? []),
+    ...(host.opts.consoles.vnc ? { video: 'virtio' as const } : {}),
   };
 }
 

@@ -19,7 +19,7 @@ import type { Logger } from '../../lib/logging/logger';
 import type { ProviderTree } from '../../model/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
 import type { NetworkInfo, Vif } from '../../model/network';
-import { capabilityTraits, type DriverCapabilities, type PowerOffOptions, type SnapshotImage, type SpawnOptions, type VirtDriver } from '../driver';
+import { capabilityTraits, type ConsoleEndpoint, type ConsoleKind, type DriverCapabilities, type PowerOffOptions, type SnapshotImage, type SpawnOptions, type VirtDriver } from '../driver';
 import { DriverError, DriverInitError, InstanceNotFoundError, InstanceStateError } from '../errors';
 import { discoverHost, type HostFacts } from '../host/discover';
 import { applyPlan, RootProviderMissingError } from '../layout/apply';
@@ -28,6 +28,7 @@ import { layoutOptionsFromConfig, type LayoutOptions } from '../layout/options';
 import { planHost } from '../layout/plan';
 import type { AttachedVolume, DriverContext, Flavor, HostRef, InstanceInfo, InstanceRef, InstanceSpec, LiveMigrateData, MigrateDiskResult, MigrationRef } from '../types';
 import * as cold from './cold-migration';
+import { getConsole } from './consoles';
 import { notInitialised, plugAll, type QemuFacts, type QemuHost } from './context';
 import { chooseAccel, probeQemu } from './host';
 import type { GlanceApi } from '../glance/api';
@@ -297,6 +298,10 @@ export class QemuDriver implements VirtDriver {
 
   async getConsoleOutput(instance: InstanceRef): Promise<Buffer> {
     return life.consoleOutput(this.host, instance);
+  }
+
+  async getConsole(instance: InstanceRef, kind: ConsoleKind): Promise<ConsoleEndpoint> {
+    return getConsole(this.host, instance, kind);
   }
 
   async migrateDiskAndPowerOff(instance: InstanceRef, migration: MigrationRef, flavor: Flavor): Promise<MigrateDiskResult> {

@@ -83,6 +83,11 @@ export interface VmDefinition {
   readonly volumes?: readonly RbdVolumeDefinition[];
   /** Rescued: the guest boots from `disk.rescue` (the rescue image), its own disk attached after it. */
   readonly rescue?: boolean;
+  /**
+   * The guest's display (nova libvirt's default video model on x86, `virtio`: QEMU's virtio-vga),
+   * made when the building host had `[vnc] enabled`. Absent: no display (and no VNC server).
+   */
+  readonly video?: 'virtio';
 }
 
 /** The files of one instance directory. */
@@ -194,6 +199,7 @@ export const vmDefinitionSchema = z.object({
     )
     .optional(),
   rescue: z.boolean().optional(),
+  video: z.literal('virtio').optional(),
 });
 
 /** A VIF as a record keeps it: the fields plugging reads are checked, the rest is nova's JSON kept as it came. */

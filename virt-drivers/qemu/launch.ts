@@ -76,7 +76,7 @@ export async function startVm(deps: VmDeps, req: StartRequest): Promise<QemuVm> 
   await checkRbdSecrets(req.uuid, opts.rbdSecretsDir, req.def.volumes);
   await rm(paths.qmp, { force: true }); // a socket file left by a killed QEMU
   const logStart = await sizeOf(paths.log);
-  const args = qemuCommandLine({ uuid: req.uuid, name: req.name, def: req.def, paths, sandbox: opts.sandbox, rbdSecretsDir: opts.rbdSecretsDir, ...(req.incoming ? { incoming: true } : {}), ...(req.paused ? { paused: true } : {}) });
+  const args = qemuCommandLine({ uuid: req.uuid, name: req.name, def: req.def, paths, sandbox: opts.sandbox, rbdSecretsDir: opts.rbdSecretsDir, consoles: opts.consoles, ...(req.incoming ? { incoming: true } : {}), ...(req.paused ? { paused: true } : {}) });
   // In a named namespace, `ip netns exec` enters it and execs QEMU (same pid), so QEMU opens its
   // taps there; QMP is a unix socket on the file system, reachable from any namespace.
   const command = opts.netns === undefined ? { binary: opts.binary, args } : { binary: 'ip', args: ['netns', 'exec', opts.netns, opts.binary, ...args] };

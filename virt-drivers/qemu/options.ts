@@ -16,6 +16,14 @@ export interface DetachPolicy {
   readonly timeoutMs: number;
 }
 
+/** The consoles guests offer nova's proxies (`[vnc]`, `[serial_console]`); null: off. */
+export interface ConsoleOptions {
+  /** Where a guest's VNC server listens, and the address the noVNC proxy is told to connect to. */
+  readonly vnc: { readonly listen: string; readonly proxyclientAddress: string } | null;
+  /** Where a guest's serial port listens (also the address the serial proxy is told), and its ports. */
+  readonly serial: { readonly address: string; readonly ports: { readonly min: number; readonly max: number } } | null;
+}
+
 /** The driver's options, in milliseconds and bytes. */
 export interface QemuOptions {
   readonly host: string;
@@ -55,6 +63,7 @@ export interface QemuOptions {
   readonly migrationPollMs: number;
   /** How often progress is logged while a live migration runs (ms). */
   readonly migrationLogEveryMs: number;
+  readonly consoles: ConsoleOptions;
   /** `[glance]`: a fixed endpoint (else the keystone catalog's, when the agent has keystone auth). */
   readonly glance: { readonly endpointOverride?: string; readonly numRetries: number; readonly timeoutMs: number };
   /** `[image_cache]`: where Glance images are kept, and when unused ones go (intervalMs null: never). */
@@ -102,6 +111,10 @@ export function qemuOptionsFromConfig(config: AgentConfig): QemuOptions {
     coldTransport: q.cold_migration_transport,
     migrationPollMs: 50,
     migrationLogEveryMs: 1000,
+    consoles: {
+      vnc: config.vnc.enabled ? { listen: config.vnc.server_listen, proxyclientAddress: config.vnc.server_proxyclient_address } : null,
+      serial: config.serial_console.enabled ? { address: config.serial_console.proxyclient_address, ports: config.serial_console.port_range } : null,
+    },
     glance: {
       ...(config.glance.endpoint_override === undefined ? {} : { endpointOverride: config.glance.endpoint_override }),
       numRetries: config.glance.num_retries,

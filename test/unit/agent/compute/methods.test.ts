@@ -70,6 +70,10 @@ const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
   get_diagnostics: ['instance'],
   inject_network_info: ['instance'],
   get_instance_diagnostics: ['instance'],
+  // get_vnc_console / get_serial_console (calls from nova-api), validate_console_port (a call from nova's proxies).
+  get_vnc_console: ['instance', 'console_type'],
+  get_serial_console: ['instance', 'console_type'],
+  validate_console_port: ['instance', 'port', 'console_type'],
   confirm_resize_at_destination: ['instance', 'migration'],
   list_instances: [],
   show_instance: ['instance'],
@@ -126,7 +130,7 @@ test("nova's compute API is served at 6.4 (2025.1), the agent's own namespace at
   expect([dispatcher.servedVersion(), dispatcher.servedVersion('compute_agent', 1), dispatcher.servedVersion('baseapi', 1)]).toEqual(['6.4', '1.0', '1.1']);
   expect(methods.filter((m) => m.namespace === 'compute_agent').map((m) => m.name)).toEqual(['confirm_resize_at_destination', 'list_instances', 'show_instance']);
   const served = methods.filter((m) => !(m.name in UNSUPPORTED_METHODS));
-  expect(served.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'get_console_output', 'inject_network_info', 'get_diagnostics', 'get_instance_diagnostics', 'list_instances', 'show_instance', 'external_instance_event', 'check_instance_shared_storage', 'live_migration_abort', 'live_migration_force_complete']);
+  expect(served.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'get_vnc_console', 'get_serial_console', 'validate_console_port', 'get_console_output', 'inject_network_info', 'get_diagnostics', 'get_instance_diagnostics', 'list_instances', 'show_instance', 'external_instance_event', 'check_instance_shared_storage', 'live_migration_abort', 'live_migration_force_complete']);
 });
 
 test('every compute method takes 6.0 to 6.4 (what Zed and 2025.1 send); 6.5 is refused as unsupported, a method nova does not send as unknown', async () => {

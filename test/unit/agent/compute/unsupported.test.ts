@@ -110,7 +110,7 @@ test("a call gets NotImplementedError and leaves the instance as it was; a side 
   const inst = instanceArgs();
   const uuid = String(inst.uuid);
   await run(req('build_and_run_instance', { instance: inst }));
-  await expect(run(req('get_vnc_console', { instance: { uuid }, console_type: 'novnc' }, true))).rejects.toMatchObject({ method: 'get_vnc_console' });
+  await expect(run(req('get_spice_console', { instance: { uuid }, console_type: 'spice-html5' }, true))).rejects.toMatchObject({ method: 'get_spice_console' });
   await expect(run(req('unquiesce_instance', { instance: { uuid }, mapping: null }))).rejects.toMatchObject({ method: 'unquiesce_instance' });
   expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
   expect(host.manager.record(uuid)?.fault).toBeUndefined();
