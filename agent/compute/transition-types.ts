@@ -136,6 +136,12 @@ export interface NovaWrites {
   readonly event?: { readonly name: ActionEvent; readonly phase: 'start' | 'finish'; readonly failure?: string };
   /** What this host's instances use changed (the daemon reports usage to nova). */
   readonly usage?: true;
+  /**
+   * The instance's console tokens deleted from nova's database (`ConsoleAuthToken
+   * .clean_console_auths_for_instance`, where nova-compute calls it): a token must not outlive the
+   * guest it opened, nor follow it to another host.
+   */
+  readonly consoleTokens?: 'clean';
   /** `InstanceFault.create` with the step's fault (nova's `add_instance_fault_from_exc`): what `GET /servers/<id>` shows of an ERROR. */
   readonly fault?: true;
 }

@@ -110,7 +110,7 @@ export const TRANSITIONS = table({
   'delete.start': { method: 'terminate_instance', from: { vm: 'any', task: 'any' }, to: { task: 'deleting' }, notify: 'INFO', nova: { event: { name: DELETE, phase: 'start' } } },
   'delete.end': {
     method: 'terminate_instance', from: { vm: 'any', task: ['deleting'] }, to: { vm: 'deleted', task: null }, notify: 'INFO',
-    nova: { instance: [{ set: { vm_state: 'state', task_state: 'state', power_state: POWER_STATE.NOSTATE, terminated_at: 'now' } }], hook: 'destroy', fanout: 'delete_instance_info', event: { name: DELETE, phase: 'finish' }, usage: true },
+    nova: { instance: [{ set: { vm_state: 'state', task_state: 'state', power_state: POWER_STATE.NOSTATE, terminated_at: 'now' } }], hook: 'destroy', fanout: 'delete_instance_info', event: { name: DELETE, phase: 'finish' }, usage: true, consoleTokens: 'clean' },
   },
   // A delete whose ports Neutron could not take back: the instance stays, in ERROR, to be deleted again.
   'delete.error': {
@@ -184,7 +184,7 @@ export const TRANSITIONS = table({
   /** The source drops its record once the destination runs the instance. */
   'live_migration_post.end': {
     method: 'live_migration', from: { vm: LIVE, task: ['migrating'], move: 'source' }, to: { task: null }, notify: 'INFO',
-    nova: { migration: { status: 'completed' }, hook: 'forget_instance', fanout: 'delete_instance_info', usage: true },
+    nova: { migration: { status: 'completed' }, hook: 'forget_instance', fanout: 'delete_instance_info', usage: true, consoleTokens: 'clean' },
   },
   'live_migration_abort.end': {
     method: 'live_migration', from: { vm: LIVE, task: ['migrating'], move: 'source' }, to: { task: null }, notify: 'INFO',

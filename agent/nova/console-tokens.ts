@@ -4,11 +4,16 @@
  * its expiry and answers the token itself. nova's proxies later find it by that hash
  * (`ConsoleAuthToken.validate`), so a console nova never authorized cannot be opened.
  *
- * It is: one conductor call. It is not: the decision which console (`agent/compute/consoles.ts`).
+ * The instance's tokens are deleted again where nova-compute deletes them (the instance deleted,
+ * or live-migrated away: the transition table's `consoleTokens`), so that no token reaches a
+ * guest through a host that no longer has it.
+ *
+ * It is: the conductor calls. It is not: the decision which console (`agent/compute/consoles.ts`).
  */
 import type { ConsoleAuthorization } from '../compute/control-plane';
 import { consoleAccessUrl } from '../compute/console-url';
 import type { RequestContext } from '../compute/ports';
+import type { Logger } from '../../lib/logging/logger';
 import type { Conductor } from './conductor';
 import { primitive } from './objects';
 import { elevated } from './object-cache';
@@ -30,4 +35,13 @@ export async function authorizeConsoleToken(conductor: Conductor, console: Conso
   const { result } = await conductor.objectAction(elevated(ctx), obj, 'authorize', [ttlS]);
   if (typeof result !== 'string' || result === '') throw new Error(`nova-conductor's ConsoleAuthToken.authorize answered no token (${JSON.stringify(result)?.slice(0, 80)})`);
   return { token: result, accessUrl: consoleAccessUrl(console.consoleType, console.accessUrlBase, result) };
+}
+
+/** `ConsoleAuthToken.clean_console_auths_for_instance`. Never throws: a failure is logged (the tokens expire with their ttl). */
+export async function cleanConsoleTokens(conductor: Conductor, uuid: string, ctx: RequestContext, log: Logger): Promise<void> {
+  try {
+    await conductor.classAction(elevated(ctx), 'ConsoleAuthToken', 'clean_console_auths_for_instance', [uuid]);
+  } catch (e) {
+    log.warn({ instance: uuid, reason: e instanceof Error ? e.message : String(e) }, "nova-conductor did not delete the instance's console tokens; they last until they expire");
+  }
 }

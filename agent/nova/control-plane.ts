@@ -31,7 +31,7 @@ import { applyUpdates, hasField, isPrimitive, novaTime, primitive, withChanges, 
 import { elevated, NovaObjectCache } from './object-cache';
 import { NovaNetworkRecords } from './network-records';
 import { NovaBlockDeviceRecords } from './block-device-records';
-import { authorizeConsoleToken } from './console-tokens';
+import { authorizeConsoleToken, cleanConsoleTokens } from './console-tokens';
 
 type Fields = Readonly<Record<string, unknown>>;
 
@@ -65,6 +65,8 @@ export interface NovaControlPlaneOptions {
   readonly computeNodeId: () => number | undefined;
   readonly logger: Logger;
   readonly now?: () => Date;
+  /** This host serves consoles (`[vnc]` or `[serial_console]` enabled): their tokens are cleaned where the table says. */
+  readonly consoles?: boolean;
 }
 
 /** Instance saves per step: the fields written and the task state nova expects (undefined: no check). */
@@ -216,6 +218,7 @@ export class NovaControlPlane implements ControlPlane {
     }
     if (w.fanout === 'update_instance_info' && saved) await this.fanout(ctx, w.fanout, { host_name: this.o.host, instance_info: primitive('InstanceList', { objects: [saved] }, this.o.conductor.objectVersions) });
     if (w.fanout === 'delete_instance_info') await this.fanout(ctx, w.fanout, { host_name: this.o.host, instance_uuid: s.uuid });
+    if (w.consoleTokens === 'clean' && this.o.consoles) await cleanConsoleTokens(this.o.conductor, s.uuid, ctx, this.log);
     if (w.event) await this.event(ctx, s.uuid, w.event.name, w.event.phase, w.event.failure === undefined ? undefined : (fault ?? w.event.failure));
   }
 

@@ -27,7 +27,7 @@ export function createNovaParts(config: AgentConfig, client: RpcClient, logger: 
   // Zed's manifest until registration picks the release: every class in it is as old or older than 2025.1's.
   const conductor = new ConductorClient({ client, exchange: d.control_exchange, timeoutMs: d.rpc_response_timeout * 1000, versions: ZED.objects });
   const service = new NovaService({ conductor, host: d.host, serviceVersion: d.nova_service_version, hostIp: d.my_ip, reportIntervalMs: d.report_interval * 1000, logger, pingTimeoutMs: d.rpc_response_timeout * 1000 });
-  const controlPlane = new NovaControlPlane({ conductor, host: d.host, myIp: d.my_ip, computeNodeId: () => service.computeNodeId, logger });
+  const controlPlane = new NovaControlPlane({ conductor, host: d.host, myIp: d.my_ip, computeNodeId: () => service.computeNodeId, logger, consoles: config.vnc.enabled || config.serial_console.enabled });
   return { conductor, service, controlPlane };
 }
 

@@ -165,7 +165,8 @@ export async function singleHost(name: string, conductor?: Conductor, extras: Ho
   const mock = new MockPlacement().install();
   const api = new PlacementClient(new PlacementHttp({ auth: new NoAuth(mock.base) }));
   const peers = new InProcessPeers();
-  const cp = conductor ? new NovaControlPlane({ conductor, host: name, myIp: '192.0.2.10', computeNodeId: () => 1, logger: silentLogger() }) : undefined;
+  // A host given console settings serves consoles: nova mode cleans their tokens as nova-compute does.
+  const cp = conductor ? new NovaControlPlane({ conductor, host: name, myIp: '192.0.2.10', computeNodeId: () => 1, logger: silentLogger(), consoles: extras.consoles !== undefined }) : undefined;
   return { mock, api, peers, host: await makeHost(name, api, peers, silentLogger(), cp, extras) };
 }
 

@@ -102,6 +102,10 @@ export class FakeConductor implements Conductor {
       if (this.conductorVersion === null) return Promise.reject(new ConductorError('MessagingTimeout', `${objname}.${method}`, 'no reply'));
       return Promise.resolve(args[0] === 'nova-conductor' ? this.conductorVersion : 0);
     }
+    if (objname === 'ConsoleAuthToken' && method === 'clean_console_auths_for_instance') {
+      for (const [token, row] of this.consoleTokens) if (row.instance_uuid === args[0]) this.consoleTokens.delete(token);
+      return Promise.resolve(null);
+    }
     if (objname === 'Service' && method === 'get_by_host_and_binary') {
       const s = this.services.get(`${String(args[0])}/${String(args[1])}`);
       return Promise.resolve(s ? prim('Service', s) : null);

@@ -76,6 +76,16 @@ test("refusals as nova-compute's: a wrong type is ConsoleTypeInvalid, a kind swi
   await expect(failure(peers.call(host.name, 'get_vnc_console', { instance: { uuid: unknown }, console_type: 'novnc' }, CTX))).resolves.toMatchObject({ className: expect.stringMatching(/^InstanceNotFound/) });
 });
 
+test("the instance's tokens are deleted from nova when it is deleted, as nova-compute deletes them", async () => {
+  const { c, host, peers, uuid } = await running(ON);
+  await peers.call(host.name, 'get_vnc_console', { instance: { uuid }, console_type: 'novnc' }, CTX);
+  await peers.call(host.name, 'get_serial_console', { instance: { uuid }, console_type: 'serial' }, CTX);
+  expect(c.consoleTokens.size).toBe(2);
+  await peers.call(host.name, 'terminate_instance', { instance: { uuid } }, CTX);
+  expect(c.consoleTokens.size).toBe(0);
+  expect(c.names((k) => k.kind === 'class')).toContain('ConsoleAuthToken.clean_console_auths_for_instance');
+});
+
 test('an agent without console settings refuses both kinds as unavailable', async () => {
   const c = new FakeConductor();
   const { host, peers } = await singleHost('host-con', c);
