@@ -25,8 +25,8 @@ const repoRelative = (file) => path.relative(process.cwd(), file);
 /** One jest pass's timing lines: its slowest files, what its files add up to, the gaps, the tail. */
 function passTiming(name, run, stepSeconds) {
   const files = run.testResults
-    .map((r) => ({ file: repoRelative(r.name), start: r.perfStats.start, end: r.perfStats.end }))
-    .filter((f) => f.start > 0 && f.end >= f.start)
+    .map((r) => ({ file: repoRelative(r.name), start: r.startTime, end: r.endTime }))
+    .filter((f) => typeof f.start === "number" && typeof f.end === "number" && f.start > 0 && f.end >= f.start)
     .sort((a, b) => a.start - b.start);
   if (files.length === 0) return [];
   const inFiles = files.reduce((sum, f) => sum + (f.end - f.start), 0);
