@@ -147,6 +147,20 @@ export const httpUrl = (): z.ZodType<string | undefined, string> =>
     return v.replace(/\/+$/, '');
   });
 
+/**
+ * Two TCP ports `MIN<sep>MAX` with 1 <= MIN <= MAX <= 65535: libvirt's migration range is written
+ * `MIN-MAX` here, nova's `[serial_console] port_range` `MIN:MAX`.
+ */
+export function portRange(separator: '-' | ':'): z.ZodType<{ min: number; max: number }, string> {
+  const form = new RegExp(`^\\s*(\\d{1,5})\\s*${separator}\\s*(\\d{1,5})\\s*$`);
+  return z.string().transform((raw, ctx) => {
+    const m = form.exec(raw);
+    const min = Number(m?.[1]);
+    const max = Number(m?.[2]);
+    return !m || min < 1 || max > 65535 || min > max ? fail(ctx, 'not a port range') : { min, max };
+  });
+}
+
 /** A host name usable in queue names (`compute.<host>`) and provider names. */
 export const hostName = (): z.ZodType<string, string> =>
   z.string().transform((raw, ctx) => {

@@ -11,7 +11,7 @@
  */
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { bool, httpUrl, int, option } from '../types';
+import { bool, httpUrl, int, option, portRange } from '../types';
 
 /** oslo's HostAddressOpt: an IP address or a host name. */
 const hostAddress = (): z.ZodType<string, string> =>
@@ -20,19 +20,6 @@ const hostAddress = (): z.ZodType<string, string> =>
     if (isIP(v) !== 0 || /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/.test(v)) return v;
     ctx.addIssue({ code: 'custom', message: 'neither an IP address nor a host name' });
     return z.NEVER;
-  });
-
-/** nova's serial port range, `MIN:MAX`. */
-const colonPortRange = (): z.ZodType<{ min: number; max: number }, string> =>
-  z.string().transform((raw, ctx) => {
-    const m = /^\s*(\d{1,5})\s*:\s*(\d{1,5})\s*$/.exec(raw);
-    const min = Number(m?.[1]);
-    const max = Number(m?.[2]);
-    if (!m || min < 1 || max > 65535 || min > max) {
-      ctx.addIssue({ code: 'custom', message: 'not a port range' });
-      return z.NEVER;
-    }
-    return { min, max };
   });
 
 /** A websocket URL (ws:// or wss://). */
@@ -87,7 +74,7 @@ export const serialConsoleSection = z.object({
     default: 'false',
     expected: 'true or false',
   }),
-  port_range: option(colonPortRange(), {
+  port_range: option(portRange(':'), {
     help: 'TCP ports a serial console may take; each guest takes the first one free.',
     default: '10000:20000',
     expected: 'MIN:MAX, e.g. 10000:20000',

@@ -9,20 +9,7 @@
  */
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { absPath, bool, choice, float, int, nonEmpty, option, optPath } from '../types';
-
-/** `MIN-MAX`, two ports with MIN <= MAX, as libvirt's migration_port_min/max. */
-const portRange = (): z.ZodType<{ min: number; max: number }, string> =>
-  z.string().transform((raw, ctx) => {
-    const m = /^\s*(\d{1,5})\s*-\s*(\d{1,5})\s*$/.exec(raw);
-    const min = Number(m?.[1]);
-    const max = Number(m?.[2]);
-    if (!m || min < 1 || max > 65535 || min > max) {
-      ctx.addIssue({ code: 'custom', message: 'not a port range' });
-      return z.NEVER;
-    }
-    return { min, max };
-  });
+import { absPath, bool, choice, float, int, nonEmpty, option, optPath, portRange } from '../types';
 
 /** An IP address literal (v4 or v6), or empty when `optional`. */
 const ipAddress = (optional: boolean): z.ZodType<string | undefined, string> =>
@@ -162,7 +149,7 @@ export const qemuSection = z.object({
     default: '',
     expected: 'an IP address, or empty',
   }),
-  migration_port_range: option(portRange(), {
+  migration_port_range: option(portRange('-'), {
     help:
       "TCP ports a live-migration destination listens on (one for the VM state, one for the disk copy), tried in " +
       "order until one is free (libvirt's migration_port_min-migration_port_max). Open them on the migration network.",
