@@ -62,6 +62,13 @@ export class InstanceNotReadyError extends NovaError {
   }
 }
 
+/** The console types the methods serve: the driver's kind of console, and the option that switches it on. */
+const CONSOLE_TYPES = {
+  novnc: { kind: 'vnc', option: '[vnc] enabled' },
+  serial: { kind: 'serial', option: '[serial_console] enabled' },
+} as const satisfies Record<string, { readonly kind: ConsoleKind; readonly option: string }>;
+type ConsoleType = keyof typeof CONSOLE_TYPES;
+
 export class ConsoleFlows {
   constructor(
     private readonly c: Pick<FlowContext, 'require' | 'driver' | 'controlPlane' | 'log'>,
@@ -71,15 +78,13 @@ export class ConsoleFlows {
   /** `get_vnc_console` (console_type `novnc`). @throws ConsoleTypeInvalidError, ConsoleTypeUnavailableError, InstanceNotReadyError, InstanceNotFoundError */
   vnc(uuid: string, consoleType: string, ctx: RequestContext): Promise<ConsoleConnectInfo> {
     if (consoleType !== 'novnc') throw new ConsoleTypeInvalidError(consoleType);
-    if (this.settings.novncBaseUrl === null) throw new ConsoleTypeUnavailableError(consoleType, '[vnc] enabled is false on this host');
-    return this.authorized(uuid, 'vnc', consoleType, this.settings.novncBaseUrl, ctx);
+    return this.authorized(uuid, consoleType, this.settings.novncBaseUrl, ctx);
   }
 
   /** `get_serial_console` (console_type `serial`). @throws as `vnc` */
   serial(uuid: string, consoleType: string, ctx: RequestContext): Promise<ConsoleConnectInfo> {
     if (consoleType !== 'serial') throw new ConsoleTypeInvalidError(consoleType);
-    if (this.settings.serialBaseUrl === null) throw new ConsoleTypeUnavailableError(consoleType, '[serial_console] enabled is false on this host');
-    return this.authorized(uuid, 'serial', consoleType, this.settings.serialBaseUrl, ctx);
+    return this.authorized(uuid, consoleType, this.settings.serialBaseUrl, ctx);
   }
 
   /**
@@ -89,10 +94,9 @@ export class ConsoleFlows {
    */
   async validatePort(uuid: string, port: string, consoleType: string): Promise<boolean> {
     const rec = this.c.require(uuid);
-    const kind: ConsoleKind | undefined = consoleType === 'serial' ? 'serial' : consoleType === 'novnc' ? 'vnc' : undefined;
-    if (kind === undefined) return false;
+    if (!Object.hasOwn(CONSOLE_TYPES, consoleType)) return false;
     try {
-      const endpoint = await this.c.driver.getConsole(rec, kind);
+      const endpoint = await this.c.driver.getConsole(rec, CONSOLE_TYPES[consoleType as ConsoleType].kind);
       return String(endpoint.port) === port;
     } catch (e) {
       if (e instanceof ConsoleUnavailableError || e instanceof InstanceStateError) return false;
@@ -100,7 +104,10 @@ export class ConsoleFlows {
     }
   }
 
-  private async authorized(uuid: string, kind: ConsoleKind, consoleType: string, baseUrl: string, ctx: RequestContext): Promise<ConsoleConnectInfo> {
+  /** `baseUrl` null: the console type is off on this host. */
+  private async authorized(uuid: string, consoleType: ConsoleType, baseUrl: string | null, ctx: RequestContext): Promise<ConsoleConnectInfo> {
+    const { kind, option } = CONSOLE_TYPES[consoleType];
+    if (baseUrl === null) throw new ConsoleTypeUnavailableError(consoleType, `${option} is false on this host`);
     const rec = this.c.require(uuid);
     let endpoint;
     try {
