@@ -21,6 +21,7 @@ import { osVifOvsSection } from './sections/os-vif';
 import { placementSection } from './sections/placement';
 import { qemuSection } from './sections/qemu';
 import { rabbitSection } from './sections/rabbit';
+import { workaroundsSection } from './sections/workarounds';
 
 export { HOST_PROBE_NAMES } from './sections/inventory';
 
@@ -40,6 +41,7 @@ export const configSchema = z.object({
   vnc: vncSection,
   serial_console: serialConsoleSection,
   consoleauth: consoleauthSection,
+  workarounds: workaroundsSection,
   oslo_messaging_rabbit: rabbitSection,
   metrics: metricsSection,
 });

@@ -163,16 +163,29 @@ export async function postLiveMigrationAtDestination(host: QemuHost, ref: Instan
     const state = await vm.runState();
     if (state === 'inmigrate') throw new InstanceStateError(ref.uuid, 'still receiving', 'finish an incoming live migration');
     if (m.rec.vm.disk) await vm.execute('nbd-server-stop').catch(() => undefined);
-    // QEMU announced the guest's MACs (RARP) as the migration ended; again now that the source is
-    // gone, as nova's enable_qemu_monitor_announce_self does: OVN lets the destination port's
-    // traffic through only once it has seen one there, and switches may have learnt the old path.
-    if (m.rec.vm.nics?.length) {
-      await vm.execute('announce-self', { initial: 50, max: 550, rounds: 5, step: 100 }).catch((e: unknown) => host.log.warn({ instance: ref.uuid, reason: (e as Error).message }, 'announce-self failed'));
-    }
+    // QEMU announced the guest (RARP, and the guest's own gratuitous ARP) as it started running
+    // here; that is what lets OVN pass the destination port's traffic. Announcing again, for
+    // switches that learnt the old path late, is nova's opt-in workaround: each round interrupts
+    // the guest, for nothing on a network that already follows it.
+    const again = host.opts.announceAfterLiveMigration;
+    if (again && m.rec.vm.nics?.length) await announceAgain(host, ref, vm, again);
     // A guest that left paused arrives paused (QEMU carries the run state across).
     await host.table.save(m, { task: null, power: state === 'paused' ? 'paused' : 'running' });
     host.log.info({ instance: ref.uuid, runState: state }, 'live migration received');
   });
+}
+
+/** Has QEMU announce the guest `count` times, `intervalMs` apart; best effort, as nova's workaround. */
+async function announceAgain(host: QemuHost, ref: InstanceRef, vm: QemuVm, again: { readonly count: number; readonly intervalMs: number }): Promise<void> {
+  for (let i = 0; i < again.count; i++) {
+    if (i > 0) await host.clock.sleep(again.intervalMs);
+    try {
+      await vm.execute('announce-self', { initial: 50, max: 550, rounds: 5, step: 100 });
+    } catch (e) {
+      host.log.warn({ instance: ref.uuid, reason: (e as Error).message }, 'announce-self failed');
+      return;
+    }
+  }
 }
 
 /** Destination, after failure: removes the twin and its files; idempotent. @throws the fs error */

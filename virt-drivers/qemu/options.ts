@@ -64,6 +64,8 @@ export interface QemuOptions {
   /** How often progress is logged while a live migration runs (ms). */
   readonly migrationLogEveryMs: number;
   readonly consoles: ConsoleOptions;
+  /** `[workarounds]`: announce a live-migrated guest again once the move has ended; null: not. */
+  readonly announceAfterLiveMigration: { readonly count: number; readonly intervalMs: number } | null;
   /** `[glance]`: a fixed endpoint (else the keystone catalog's, when the agent has keystone auth). */
   readonly glance: { readonly endpointOverride?: string; readonly numRetries: number; readonly timeoutMs: number };
   /** `[image_cache]`: where Glance images are kept, and when unused ones go (intervalMs null: never). */
@@ -115,6 +117,9 @@ export function qemuOptionsFromConfig(config: AgentConfig): QemuOptions {
       vnc: config.vnc.enabled ? { listen: config.vnc.server_listen, proxyclientAddress: config.vnc.server_proxyclient_address } : null,
       serial: config.serial_console.enabled ? { address: config.serial_console.proxyclient_address, ports: config.serial_console.port_range } : null,
     },
+    announceAfterLiveMigration: config.workarounds.enable_qemu_monitor_announce_self
+      ? { count: config.workarounds.qemu_monitor_announce_self_count, intervalMs: config.workarounds.qemu_monitor_announce_self_interval * 1000 }
+      : null,
     glance: {
       ...(config.glance.endpoint_override === undefined ? {} : { endpointOverride: config.glance.endpoint_override }),
       numRetries: config.glance.num_retries,
