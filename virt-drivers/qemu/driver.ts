@@ -30,7 +30,7 @@ import type { AttachedVolume, DriverContext, Flavor, HostRef, InstanceInfo, Inst
 import * as cold from './cold-migration';
 import { getConsole } from './consoles';
 import { notInitialised, plugAll, type QemuFacts, type QemuHost } from './context';
-import { chooseAccel, probeQemu } from './host';
+import { chooseAccel, probeQemu, tcgMigrationHazard } from './host';
 import type { GlanceApi } from '../glance/api';
 import { buildImages, CacheManager } from './image-setup';
 import { InstanceTable } from './instances';
@@ -147,6 +147,8 @@ export class QemuDriver implements VirtDriver {
       { host, qemu: version.text, accel: accel.accel, accel_reason: accel.reason, instances_path: this.opts.instancesPath, adopted: count('adopted'), died: count('died'), stopped: count('stopped'), unreadable: count('unreadable') },
       'qemu driver ready',
     );
+    const hazard = tcgMigrationHazard(version, accel.accel);
+    if (hazard) this.log.warn({ host, qemu: version.text, accel: accel.accel }, hazard);
   }
 
   /** Lets go of the VMs (closes QMP connections); they keep running for the next agent to adopt. */

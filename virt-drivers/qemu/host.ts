@@ -44,6 +44,21 @@ export function compareVersions(a: Pick<QemuVersion, 'major' | 'minor' | 'micro'
   return 0;
 }
 
+/** The first QEMU whose live migration under TCG keeps every guest write (see `tcgMigrationHazard`). */
+export const TCG_MIGRATION_FIXED = { major: 9, minor: 0, micro: 0 } as const;
+
+/**
+ * Why live migration may corrupt guests on this host, or undefined. Before QEMU 9.0 the
+ * migration's dirty-bitmap sync did not reset the TCG TLB's dirty state, so stores through the
+ * TLB after the first pass can go unrecorded and unsent ("physmem: Fix migration dirty bitmap
+ * coherency with TCG memory access"); a guest that touched such a page runs on at the destination
+ * with stale memory. KVM tracks dirty pages itself and is not affected.
+ */
+export function tcgMigrationHazard(version: QemuVersion, accel: AccelChoice['accel']): string | undefined {
+  if (accel !== 'tcg' || compareVersions(version, TCG_MIGRATION_FIXED) >= 0) return undefined;
+  return `QEMU ${version.major}.${version.minor}.${version.micro} under TCG can lose guest writes during a live migration (fixed in QEMU 9.0): a live-migrated guest may crash on the destination; use KVM or QEMU 9.0 or newer ([qemu] binary)`;
+}
+
 /** The version of `binary`, checking that `qemuImg` runs too. @throws DriverInitError */
 export async function probeQemu(exec: Exec, binary: string, qemuImg: string): Promise<QemuVersion> {
   const install = 'install qemu-system-x86 and qemu-utils (apt-get install --no-install-recommends qemu-system-x86 qemu-utils)';

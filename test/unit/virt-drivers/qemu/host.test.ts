@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { DriverInitError } from '../../../../virt-drivers/errors';
 import { FakeExec } from '../../../helpers/fake-exec';
 import { RootedHostFs } from '../../../../virt-drivers/host/host-fs';
-import { chooseAccel, compareVersions, parseQemuVersion, probeQemu } from '../../../../virt-drivers/qemu/host';
+import { chooseAccel, compareVersions, parseQemuVersion, probeQemu, tcgMigrationHazard } from '../../../../virt-drivers/qemu/host';
 
 function hostWithFlags(flags: string): RootedHostFs {
   const root = mkdtempSync(join(tmpdir(), 'qemu-host-'));
@@ -25,6 +25,15 @@ describe('qemu host facts', () => {
     expect(compareVersions({ major: 7, minor: 2, micro: 22 }, { major: 8, minor: 0, micro: 0 })).toBe(-1);
     expect(compareVersions({ major: 7, minor: 2, micro: 22 }, { major: 7, minor: 2, micro: 22 })).toBe(0);
     expect(compareVersions({ major: 7, minor: 10, micro: 0 }, { major: 7, minor: 2, micro: 9 })).toBe(1);
+  });
+
+  test('live migration under TCG before QEMU 9.0 is named a hazard (lost dirty pages); KVM and QEMU 9.0 on are not', () => {
+    const v = (text: string) => parseQemuVersion(`QEMU emulator version ${text}`)!;
+    expect(tcgMigrationHazard(v('7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)'), 'tcg')).toMatch(/^QEMU 7\.2\.22 under TCG can lose guest writes during a live migration \(fixed in QEMU 9\.0\)/);
+    expect(tcgMigrationHazard(v('8.2.9'), 'tcg')).toMatch(/QEMU 8\.2\.9/);
+    expect(tcgMigrationHazard(v('7.2.22'), 'kvm')).toBeUndefined();
+    expect(tcgMigrationHazard(v('9.0.0'), 'tcg')).toBeUndefined();
+    expect(tcgMigrationHazard(v('10.0.13 (Debian 1:10.0.13+ds-0+deb13u1)'), 'tcg')).toBeUndefined();
   });
 
   test('missing binaries fail init with the package to install', async () => {
