@@ -160,7 +160,7 @@ export async function postLiveMigrationAtDestination(host: QemuHost, ref: Instan
     if (m.rec.task !== 'incoming') throw new InstanceStateError(ref.uuid, m.rec.task, 'finish an incoming live migration');
     const vm = m.vm;
     if (!vm || !(await vm.alive())) throw new InstanceStateError(ref.uuid, 'gone', 'finish an incoming live migration');
-    const state = await vm.runState();
+    const state = await receivedState(host, vm);
     if (state === 'inmigrate') throw new InstanceStateError(ref.uuid, 'still receiving', 'finish an incoming live migration');
     if (m.rec.vm.disk) await vm.execute('nbd-server-stop').catch(() => undefined);
     // QEMU announced the guest (RARP, and the guest's own gratuitous ARP) as it started running
@@ -173,6 +173,25 @@ export async function postLiveMigrationAtDestination(host: QemuHost, ref: Instan
     await host.table.save(m, { task: null, power: state === 'paused' ? 'paused' : 'running' });
     host.log.info({ instance: ref.uuid, runState: state }, 'live migration received');
   });
+}
+
+/** How often the destination looks whether QEMU has loaded the last of the guest's state. */
+const RECEIVED_POLL_MS = 50;
+
+/**
+ * The run state once QEMU has loaded the incoming state, or 'inmigrate' if it has not within
+ * `[qemu] qmp_command_timeout`. The source sees its migration complete when it has sent the last
+ * bytes; the destination may still be loading them (seconds on a busy TCG host), so finishing
+ * waits rather than fail a migration that has in fact succeeded.
+ */
+async function receivedState(host: QemuHost, vm: QemuVm): Promise<string> {
+  const deadline = host.clock.now() + host.opts.qmpTimeoutMs;
+  let state = await vm.runState();
+  while (state === 'inmigrate' && host.clock.now() < deadline) {
+    await host.clock.sleep(RECEIVED_POLL_MS);
+    state = await vm.runState();
+  }
+  return state;
 }
 
 /** Has QEMU announce the guest `count` times, `intervalMs` apart; best effort, as nova's workaround. */

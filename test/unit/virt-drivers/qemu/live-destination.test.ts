@@ -1,7 +1,8 @@
 // The destination's last step of a live migration, with QEMU replaced by a fake that records its
 // commands: the received guest becomes an ordinary running instance; it is announced again only
 // when [workarounds] enable_qemu_monitor_announce_self asks for it (count times, interval apart,
-// best effort); a guest without NICs is never announced; a guest still receiving is refused.
+// best effort); a guest without NICs is never announced; QEMU still loading the state is waited
+// for up to qmp_command_timeout, then refused.
 import { silentLogger } from '../../../../lib/logging/logger';
 import { InstanceStateError } from '../../../../virt-drivers/errors';
 import type { QemuHost } from '../../../../virt-drivers/qemu/context';
@@ -19,12 +20,15 @@ const NIC = { portId: '6dc509ee-0e7f-46b4-8920-d6883f9a6a56', mac: 'fa:16:3e:00:
 
 interface Fake { host: QemuHost; m: Managed; calls: string[]; slept: number[] }
 
-function fake(opts: { announce: QemuHost['opts']['announceAfterLiveMigration']; nics?: boolean; runState?: string; refuse?: boolean }): Fake {
+function fake(opts: { announce: QemuHost['opts']['announceAfterLiveMigration']; nics?: boolean; runStates?: string[]; refuse?: boolean }): Fake {
   const calls: string[] = [];
   const slept: number[] = [];
+  let now = 0;
+  const states = [...(opts.runStates ?? ['running'])];
   const vm = {
     alive: async () => true,
-    runState: async () => opts.runState ?? 'running',
+    // The states in turn, the last one from then on.
+    runState: async () => (states.length > 1 ? states.shift() : states[0]) ?? 'running',
     execute: async (command: string) => {
       calls.push(command);
       if (command === 'announce-self' && opts.refuse) throw new QmpCommandError(command, 'GenericError', 'refused');
@@ -34,9 +38,9 @@ function fake(opts: { announce: QemuHost['opts']['announceAfterLiveMigration']; 
   const def = { machine: 'q35', ...(opts.nics === false ? {} : { nics: [NIC] }) } as unknown as VmDefinition;
   const m = { rec: { uuid: UUID, vm: def, task: 'incoming', power: 'running' }, paths: {}, vm } as unknown as Managed;
   const host = {
-    opts: { announceAfterLiveMigration: opts.announce },
+    opts: { announceAfterLiveMigration: opts.announce, qmpTimeoutMs: 30_000 },
     log: silentLogger(),
-    clock: { now: () => 0, sleep: async (ms: number) => void slept.push(ms) },
+    clock: { now: () => now, sleep: async (ms: number) => void (slept.push(ms), (now += ms)) },
     table: {
       active: new Map([[UUID, m]]),
       withLock: <T>(_u: string, fn: () => Promise<T>) => fn(),
@@ -87,9 +91,17 @@ describe('qemu live migration: the destination finishes', () => {
     expect(noNics.calls).not.toContain('announce-self');
   });
 
-  test('a guest still receiving its state is refused, and stays incoming', async () => {
-    const f = fake({ announce: null, runState: 'inmigrate' });
+  test('QEMU still loading the last of the state (the source already done): waited for, then finished', async () => {
+    const f = fake({ announce: null, runStates: ['inmigrate', 'inmigrate', 'inmigrate', 'running'] });
+    await postLiveMigrationAtDestination(f.host, ref, data);
+    expect(f.slept).toEqual([50, 50, 50]);
+    expect(f.m.rec).toMatchObject({ task: null, power: 'running' });
+  });
+
+  test('a guest still receiving after qmp_command_timeout is refused, and stays incoming', async () => {
+    const f = fake({ announce: null, runStates: ['inmigrate'] });
     await expect(postLiveMigrationAtDestination(f.host, ref, data)).rejects.toBeInstanceOf(InstanceStateError);
+    expect(f.slept.reduce((a, b) => a + b, 0)).toBe(30_000);
     expect(f.m.rec.task).toBe('incoming');
     expect(f.calls).toEqual([]);
   });
