@@ -17,6 +17,7 @@ module.exports = {
       displayName: 'unit',
       // test/drivers: the virt-driver conformance suite (no servers needed).
       testMatch: ['<rootDir>/test/unit/**/*.test.ts', '<rootDir>/test/drivers/**/*.test.ts'],
+      setupFilesAfterEnv: ['<rootDir>/test/unit/timeout.ts'],
     },
     {
       ...common,
