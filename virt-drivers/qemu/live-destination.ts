@@ -160,7 +160,7 @@ export async function postLiveMigrationAtDestination(host: QemuHost, ref: Instan
     if (m.rec.task !== 'incoming') throw new InstanceStateError(ref.uuid, m.rec.task, 'finish an incoming live migration');
     const vm = m.vm;
     if (!vm || !(await vm.alive())) throw new InstanceStateError(ref.uuid, 'gone', 'finish an incoming live migration');
-    const state = await receivedState(host, vm);
+    const state = await receivedState(host, ref.uuid, vm);
     if (state === 'inmigrate') throw new InstanceStateError(ref.uuid, 'still receiving', 'finish an incoming live migration');
     if (m.rec.vm.disk) await vm.execute('nbd-server-stop').catch(() => undefined);
     // QEMU announced the guest (RARP, and the guest's own gratuitous ARP) as it started running
@@ -184,13 +184,15 @@ const RECEIVED_POLL_MS = 50;
  * bytes; the destination may still be loading them (seconds on a busy TCG host), so finishing
  * waits rather than fail a migration that has in fact succeeded.
  */
-async function receivedState(host: QemuHost, vm: QemuVm): Promise<string> {
-  const deadline = host.clock.now() + host.opts.qmpTimeoutMs;
+async function receivedState(host: QemuHost, uuid: string, vm: QemuVm): Promise<string> {
+  const started = host.clock.now();
   let state = await vm.runState();
-  while (state === 'inmigrate' && host.clock.now() < deadline) {
+  while (state === 'inmigrate' && host.clock.now() - started < host.opts.qmpTimeoutMs) {
     await host.clock.sleep(RECEIVED_POLL_MS);
     state = await vm.runState();
   }
+  const waited = host.clock.now() - started;
+  if (waited > 0) host.log.info({ instance: uuid, waited_ms: waited, runState: state }, 'waited for QEMU to load the incoming state');
   return state;
 }
 
