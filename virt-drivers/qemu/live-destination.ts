@@ -185,14 +185,14 @@ const RECEIVED_POLL_MS = 50;
  * waits rather than fail a migration that has in fact succeeded.
  */
 async function receivedState(host: QemuHost, uuid: string, vm: QemuVm): Promise<string> {
-  const started = host.clock.now();
   let state = await vm.runState();
+  if (state !== 'inmigrate') return state;
+  const started = host.clock.now();
   while (state === 'inmigrate' && host.clock.now() - started < host.opts.qmpTimeoutMs) {
     await host.clock.sleep(RECEIVED_POLL_MS);
     state = await vm.runState();
   }
-  const waited = host.clock.now() - started;
-  if (waited > 0) host.log.info({ instance: uuid, waited_ms: waited, runState: state }, 'waited for QEMU to load the incoming state');
+  host.log.info({ instance: uuid, waited_ms: host.clock.now() - started, runState: state }, 'waited for QEMU to load the incoming state');
   return state;
 }
 
