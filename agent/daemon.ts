@@ -163,6 +163,7 @@ export class Daemon {
       callTimeoutMs: config.DEFAULT.rpc_response_timeout * 1000,
       network: networkFromConfig(config, logger, this.clock, { onAnswer: (method, route, status, seconds) => this.metrics.neutronRequest(method, route, status, seconds) }),
       shelvedOffloadTimeS: config.DEFAULT.shelved_offload_time,
+      reclaimIntervalS: config.DEFAULT.reclaim_instance_interval,
       consoles: {
         novncBaseUrl: config.vnc.enabled ? config.vnc.novncproxy_base_url : null,
         serialBaseUrl: config.serial_console.enabled ? config.serial_console.base_url : null,
@@ -201,6 +202,9 @@ export class Daemon {
     if (sync >= 0) this.periodic((sync || 60) * 1000, () => manager.power.syncPowerStates({ request_id: `req-${randomUUID()}` }));
     // nova's `_poll_shelved_instances`, at nova's default periodic spacing.
     if (config.DEFAULT.shelved_offload_time > 0) this.periodic(60_000, () => manager.shelving.offloadExpired({ request_id: `req-${randomUUID()}` }));
+    // nova's `_reclaim_queued_deletes` runs every 60 s; a shorter interval is checked as often as it is long.
+    const reclaim = config.DEFAULT.reclaim_instance_interval;
+    if (reclaim > 0) this.periodic(Math.min(reclaim, 60) * 1000, () => manager.softDeletes.reclaimExpired({ request_id: `req-${randomUUID()}` }));
     await this.startOps();
     const summary = `${host}: ${parts.tracker.view.size} providers in Placement, consuming compute.${host}`;
     await this.notifier.ready(summary);

@@ -33,7 +33,7 @@ export interface DriverFlavor {
 /** nova's Flavor as the compute manager has it: always named. */
 export type Flavor = DriverFlavor & { readonly name: string };
 
-export const VM_STATES = ['building', 'active', 'stopped', 'paused', 'suspended', 'shelved', 'shelved_offloaded', 'rescued', 'resized', 'error', 'deleted'] as const;
+export const VM_STATES = ['building', 'active', 'stopped', 'paused', 'suspended', 'shelved', 'shelved_offloaded', 'rescued', 'resized', 'soft-delete', 'error', 'deleted'] as const;
 export type VmState = (typeof VM_STATES)[number];
 
 export const TASK_STATES = [
@@ -68,6 +68,8 @@ export const TASK_STATES = [
   'shelving_offloading',
   'rescuing',
   'unrescuing',
+  'soft-deleting',
+  'restoring',
 ] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 
@@ -142,6 +144,8 @@ export interface InstanceRecord {
   /** An `attach_interface` under way (absent otherwise): what a restart must undo if it was interrupted. */
   interface_attach?: InterfaceAttachMarker;
   launched_at?: string;
+  /** When this host powered the guest off for a soft delete (SOFT_DELETED): the reclaim counts from it. */
+  soft_deleted_at?: string;
   /** Shelved (nova's `shelved_*` system metadata): the snapshot to unshelve from, and when. */
   shelved?: { readonly image_id: string; readonly at: string };
   fault?: string;

@@ -170,37 +170,54 @@ export class LifecycleFlows {
    * background until done (`removals.ts`).
    */
   terminate(uuid: string, ctx: RequestContext): Promise<void> {
-    const c = this.c;
-    return c.locks.with(uuid, async () => {
-      const rec = c.record(uuid);
-      if (rec) {
-        transition(rec, 'delete.start');
-        await c.save(rec);
-        crashPoint('terminate.recorded');
-        await c.notify(rec, 'delete.start', ctx);
-      }
-      await c.driver.destroy({ uuid, name: rec?.name ?? uuid }).catch((e: unknown) => {
-        if (!(e instanceof DriverInstanceNotFound)) throw e;
-      });
-      crashPoint('terminate.destroyed');
-      // nova's order: the guest goes, then its ports; a Neutron that cannot be told fails the delete
-      // (the instance stays, in ERROR, and the delete can be asked again), as nova does.
-      await c.networking.release(rec, uuid, ctx).catch(async (e: unknown) => {
-        if (rec) await putInError(c, rec, `network failed: ${(e as Error).message}`, ctx, 'delete.error');
-        throw e;
-      });
-      // Then its volumes: attachments deleted, delete_on_termination volumes deleted (never throws).
-      await c.volumes.release(rec, ctx);
-      const consumers = rec?.migration ? [uuid, rec.migration.uuid] : [uuid];
-      await c.removals.add(uuid, consumers);
-      c.claims.release(uuid);
-      await c.forget(uuid);
-      crashPoint('terminate.forgotten');
-      // nova's order: the allocations go before the Instance is destroyed, so a server nova no
-      // longer shows holds nothing in Placement (unless the one try failed: then the drain retries).
-      await c.removals.tryNow(consumers, placementRequestId(ctx));
-      crashPoint('terminate.freed');
-      await c.controlPlane.deleted(uuid, rec, ctx);
+    return this.c.locks.with(uuid, () => this.terminateHeld(uuid, ctx));
+  }
+
+  /**
+   * Deletes for good an instance still SOFT_DELETED with no task (nova's `_reclaim_queued_deletes`
+   * calls the delete itself), as `terminate` does; checked under the instance's lock, so a restore
+   * or a delete that came first wins. Resolves whether it deleted.
+   */
+  reclaim(uuid: string, ctx: RequestContext): Promise<boolean> {
+    return this.c.locks.with(uuid, async () => {
+      const rec = this.c.record(uuid);
+      if (rec?.vm_state !== 'soft-delete' || rec.task_state !== null) return false;
+      await this.terminateHeld(uuid, ctx);
+      return true;
     });
+  }
+
+  /** `terminate` with the instance's lock held. */
+  private async terminateHeld(uuid: string, ctx: RequestContext): Promise<void> {
+    const c = this.c;
+    const rec = c.record(uuid);
+    if (rec) {
+      transition(rec, 'delete.start');
+      await c.save(rec);
+      crashPoint('terminate.recorded');
+      await c.notify(rec, 'delete.start', ctx);
+    }
+    await c.driver.destroy({ uuid, name: rec?.name ?? uuid }).catch((e: unknown) => {
+      if (!(e instanceof DriverInstanceNotFound)) throw e;
+    });
+    crashPoint('terminate.destroyed');
+    // nova's order: the guest goes, then its ports; a Neutron that cannot be told fails the delete
+    // (the instance stays, in ERROR, and the delete can be asked again), as nova does.
+    await c.networking.release(rec, uuid, ctx).catch(async (e: unknown) => {
+      if (rec) await putInError(c, rec, `network failed: ${(e as Error).message}`, ctx, 'delete.error');
+      throw e;
+    });
+    // Then its volumes: attachments deleted, delete_on_termination volumes deleted (never throws).
+    await c.volumes.release(rec, ctx);
+    const consumers = rec?.migration ? [uuid, rec.migration.uuid] : [uuid];
+    await c.removals.add(uuid, consumers);
+    c.claims.release(uuid);
+    await c.forget(uuid);
+    crashPoint('terminate.forgotten');
+    // nova's order: the allocations go before the Instance is destroyed, so a server nova no
+    // longer shows holds nothing in Placement (unless the one try failed: then the drain retries).
+    await c.removals.tryNow(consumers, placementRequestId(ctx));
+    crashPoint('terminate.freed');
+    await c.controlPlane.deleted(uuid, rec, ctx);
   }
 }

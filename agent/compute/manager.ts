@@ -41,6 +41,7 @@ import { AttachmentDeletes } from './attachment-deletes';
 import { ResizeFlows } from './resize';
 import { SnapshotFlows } from './snapshot';
 import { ShelveFlows } from './shelve';
+import { SoftDeleteFlows } from './soft-delete';
 import { LiveMigrationControl } from './live-control';
 import { RescueFlows } from './rescue';
 import type { GlanceImageWrites } from '../../virt-drivers/glance/api';
@@ -78,6 +79,8 @@ export interface ManagerDeps {
   readonly images?: GlanceImageWrites;
   /** `[DEFAULT] shelved_offload_time` (s): 0 offloads a shelved server at once (nova's default), -1 never. */
   readonly shelvedOffloadTimeS?: number;
+  /** `[DEFAULT] reclaim_instance_interval` (s): how long a soft-deleted server stays before this host deletes it; 0 or less: never. */
+  readonly reclaimIntervalS?: number;
   /** `[vnc]`, `[serial_console]`, `[consoleauth]`; absent: no consoles. */
   readonly consoles?: ConsoleSettings;
 }
@@ -116,6 +119,8 @@ export class ComputeManager {
   readonly snapshots: SnapshotFlows;
   /** `shelve_instance`, `shelve_offload_instance`, `unshelve_instance`. */
   readonly shelving: ShelveFlows;
+  /** `soft_delete_instance`, `restore_instance`, and the periodic reclaim. */
+  readonly softDeletes: SoftDeleteFlows;
   /** `live_migration_abort`, `live_migration_force_complete` (never behind the instance's lock). */
   readonly liveControl: LiveMigrationControl;
   /** `rescue_instance`, `unrescue_instance`. */
@@ -179,6 +184,8 @@ export class ComputeManager {
     this.power = new PowerFlows(this.context);
     this.snapshots = new SnapshotFlows(this.context, deps.images);
     this.shelving = new ShelveFlows(this.context, this.networking, this.snapshots, this.volumes, deps.shelvedOffloadTimeS ?? 0);
+    const lifecycle = this.lifecycle;
+    this.softDeletes = new SoftDeleteFlows(this.context, (uuid, ctx) => lifecycle.reclaim(uuid, ctx), deps.reclaimIntervalS ?? 0);
     this.liveControl = new LiveMigrationControl(this.context);
     this.rescues = new RescueFlows(this.context);
     this.consoles = new ConsoleFlows(this.context, deps.consoles ?? NO_CONSOLES);

@@ -79,6 +79,8 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
       },
     ),
     row('terminate_instance', { instance: A.instanceRef, ...unread('bdms') }, (a, ctx) => m.terminate(a.instance.uuid, ctx)),
+    row('soft_delete_instance', { instance: A.instanceRef }, (a, ctx) => m.softDeletes.softDelete(a.instance.uuid, ctx)),
+    row('restore_instance', { instance: A.instanceRef }, (a, ctx) => m.softDeletes.restore(a.instance.uuid, ctx)),
     row(
       'prep_resize',
       { instance: A.instance, flavor: A.flavor, migration: A.unplacedMigration, ...unread('image', 'request_spec', 'filter_properties', 'node', 'clean_shutdown', 'host_list') },

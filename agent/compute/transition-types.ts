@@ -37,6 +37,8 @@ export const OPERATIONS = {
   unshelve_instance: 'unshelve',
   rescue_instance: 'rescue',
   unrescue_instance: 'unrescue',
+  soft_delete_instance: 'soft delete',
+  restore_instance: 'restore',
   rebuild_instance: 'rebuild',
   attach_interface: 'attach an interface to',
   detach_interface: 'detach an interface from',
@@ -115,6 +117,8 @@ export type ActionEvent =
   | 'compute_unshelve_instance'
   | 'compute_rescue_instance'
   | 'compute_unrescue_instance'
+  | 'compute_soft_delete_instance'
+  | 'compute_restore_instance'
   | 'compute_rebuild_instance'
   | 'compute_attach_interface'
   | 'compute_detach_interface'

@@ -26,6 +26,8 @@ const table = <T extends { readonly [K in keyof T]: Transition<Extract<keyof T, 
 
 const BUILD = 'compute__do_build_and_run_instance';
 const DELETE = 'compute_terminate_instance';
+const SOFT_DELETE = 'compute_soft_delete_instance';
+const RESTORE = 'compute_restore_instance';
 const MOVED = ['active', 'stopped'] as const;
 /** nova's API live-migrates ACTIVE and PAUSED servers. */
 const LIVE = ['active', 'paused'] as const;
@@ -117,6 +119,20 @@ export const TRANSITIONS = table({
     method: 'terminate_instance', from: { vm: 'any', task: ['deleting'] }, to: { vm: 'error', task: null }, notify: 'ERROR',
     nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], event: { name: DELETE, phase: 'finish', failure: 'delete failed' } },
   },
+  // ---- soft delete and restore (`soft-delete.ts`; nova's API set soft-deleting or restoring) ----
+  'soft_delete.start': { method: 'soft_delete_instance', from: { vm: 'any', task: [null, 'soft-deleting'], move: 'none' }, to: { task: 'soft-deleting' }, onFailure: 'soft_delete.revert', notify: 'INFO', nova: { event: { name: SOFT_DELETE, phase: 'start' } } },
+  /** The guest powered off at once; disks, ports, volumes and allocations kept until a restore or the reclaim. */
+  'soft_delete.end': {
+    method: 'soft_delete_instance', from: { vm: 'any', task: ['soft-deleting'], move: 'none' }, to: { vm: 'soft-delete', task: null, power: 'shutdown' }, notify: 'INFO',
+    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: ['soft-deleting'] }], event: { name: SOFT_DELETE, phase: 'finish' } },
+  },
+  'soft_delete.revert': { method: 'soft_delete_instance', from: { vm: 'any', task: ['soft-deleting'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: SOFT_DELETE, phase: 'finish', failure: 'soft delete failed' } } },
+  'restore.start': { method: 'restore_instance', from: { vm: ['soft-delete'], task: [null, 'restoring'], move: 'none' }, to: { task: 'restoring' }, onFailure: 'restore.revert', notify: 'INFO', nova: { event: { name: RESTORE, phase: 'start' } } },
+  'restore.end': {
+    method: 'restore_instance', from: { vm: ['soft-delete'], task: ['restoring'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
+    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'restoring' }], event: { name: RESTORE, phase: 'finish' } },
+  },
+  'restore.revert': { method: 'restore_instance', from: { vm: 'any', task: ['restoring'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: RESTORE, phase: 'finish', failure: 'restore failed' } } },
   // ---- cold migration and resize: prep_resize on the destination ----
   'resize_prep.start': { method: 'prep_resize', from: 'new', to: { vm: 'old', task: 'resize_prep' }, onFailure: 'resize_prep.error', notify: 'INFO' },
   'resize_prep.end': {
@@ -432,7 +448,7 @@ export const TRANSITIONS = table({
   'unsupported.call': { method: 'unsupported_method', from: { vm: 'any', task: 'any' }, to: {}, notify: 'none', nova: { instance: [{ set: { task_state: null }, expected: ['updating_password'] }], fault: true } },
   // ---- start-up recovery (nova's init_host) ----
   /** A task a request no longer in the journal left behind, on an instance not moving. */
-  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning', 'pausing', 'unpausing', 'suspending', 'resuming', ...IMAGING, ...SHELVING, 'rescuing', 'unrescuing'], move: 'none' }, to: { task: null }, notify: 'none', nova: { instance: [{ set: { task_state: 'state' } }] } },
+  'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning', 'pausing', 'unpausing', 'suspending', 'resuming', ...IMAGING, ...SHELVING, 'rescuing', 'unrescuing', 'soft-deleting', 'restoring'], move: 'none' }, to: { task: null }, notify: 'none', nova: { instance: [{ set: { task_state: 'state' } }] } },
   /** The guest of an ACTIVE instance is gone from the hypervisor. */
   'power_off.error': { method: 'init_host', from: { vm: ['active'], task: 'any', move: 'none' }, to: { vm: 'error', task: null, power: 'nostate' }, notify: 'ERROR', nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }] } },
 });

@@ -45,8 +45,6 @@ const call = (...args: string[]): Unsupported => ({ kind: 'call', args });
 export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   add_fixed_ip_to_instance: cast('network_id'),
   remove_fixed_ip_from_instance: cast('address'),
-  soft_delete_instance: cast(),
-  restore_instance: cast(),
   allow_share: cast('share_mapping'),
   deny_share: cast('share_mapping'),
   unquiesce_instance: sideCast('mapping'),

@@ -186,6 +186,14 @@ export const defaultSection = z.object({
     default: '0',
     expected: 'an integer >= -1 (seconds; 0 at once, -1 never)',
   }),
+  reclaim_instance_interval: option(int(), {
+    help:
+      "Seconds a soft-deleted server stays on this host, powered off with its disks, ports, volumes and allocations, before " +
+      "this host deletes it for good (nova's option of the same name; nova-api soft-deletes only when its own value is above " +
+      '0). A restore within that time starts it again. 0 or less: soft-deleted servers are kept until deleted or restored.',
+    default: '0',
+    expected: 'an integer (seconds; 0 or less: never reclaimed here)',
+  }),
   sync_power_state_interval: option(int(), {
     help:
       "Seconds between power-state syncs (nova's option of the same name): the hypervisor's power state of each instance with " +

@@ -126,7 +126,7 @@ export interface HarnessHost {
 }
 
 /** What a test may add to a host's manager: a Neutron (a `NetworkService` over a fake), the vif plugging options, the clock of event waits, Cinder, Glance's writes. */
-export type HostExtras = Partial<Pick<ManagerDeps, 'network' | 'vifPlugging' | 'clock' | 'volumes' | 'images' | 'shelvedOffloadTimeS' | 'now' | 'consoles'>>;
+export type HostExtras = Partial<Pick<ManagerDeps, 'network' | 'vifPlugging' | 'clock' | 'volumes' | 'images' | 'shelvedOffloadTimeS' | 'reclaimIntervalS' | 'now' | 'consoles'>>;
 
 /**
  * The extras of host `name` whose ports live in `neutron`: a `NetworkService` binding to `name`,

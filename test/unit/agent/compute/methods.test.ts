@@ -22,6 +22,8 @@ afterEach(() => nock.cleanAll());
 const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
   build_and_run_instance: ['instance', 'image', 'request_spec', 'filter_properties', 'admin_password', 'injected_files', 'requested_networks', 'security_groups', 'block_device_mapping', 'node', 'limits', 'host_list', 'accel_uuids'],
   terminate_instance: ['instance', 'bdms'],
+  soft_delete_instance: ['instance'],
+  restore_instance: ['instance'],
   prep_resize: ['instance', 'flavor', 'image', 'request_spec', 'filter_properties', 'node', 'migration', 'clean_shutdown', 'host_list'],
   resize_instance: ['instance', 'migration', 'image', 'flavor', 'clean_shutdown', 'request_spec'],
   // `bdms` on finish_resize, finish_revert_resize and pre_live_migration: the agent's own (nova's
