@@ -14,8 +14,8 @@ import { join } from 'node:path';
 const REPO = [join(__dirname, '..'), join(__dirname, '..', '..')].find((d) => existsSync(join(d, 'scripts', 'cloud'))) ?? join(__dirname, '..', '..');
 const script = (name: string): string => join(REPO, 'scripts', name);
 
-/** The cloud's services: nova's compute API, Neutron (under /v2.0), Placement, Glance. */
-export type Service = 'nova' | 'neutron' | 'placement' | 'glance' | 'cinder';
+/** The cloud's services: nova's compute API (and the same API soft-deleting: scripts/cloud), Neutron (under /v2.0), Placement, Glance, Cinder. */
+export type Service = 'nova' | 'nova-soft-delete' | 'neutron' | 'placement' | 'glance' | 'cinder';
 
 export interface CloudReply {
   readonly status: number;
@@ -72,10 +72,10 @@ export class CloudApi {
 
   /** One request to a service of the cloud as its admin. */
   async call(service: Service, method: string, path: string, body?: unknown, microversion?: string): Promise<CloudReply> {
-    const base = { nova: this.env.NOVA_API_URL, neutron: `${this.env.NEUTRON_URL}/v2.0`, placement: this.env.PLACEMENT_URL, glance: this.env.GLANCE_URL, cinder: this.env.CINDER_URL }[service];
+    const base = { nova: this.env.NOVA_API_URL, 'nova-soft-delete': this.env.NOVA_SOFT_DELETE_API_URL, neutron: `${this.env.NEUTRON_URL}/v2.0`, placement: this.env.PLACEMENT_URL, glance: this.env.GLANCE_URL, cinder: this.env.CINDER_URL }[service];
     const headers: Record<string, string> = { 'Content-Type': 'application/json', 'X-Auth-Token': this.token };
     if (microversion) {
-      if (service === 'nova') headers['X-OpenStack-Nova-API-Version'] = microversion;
+      if (service === 'nova' || service === 'nova-soft-delete') headers['X-OpenStack-Nova-API-Version'] = microversion;
       else headers['OpenStack-API-Version'] = `${service === 'cinder' ? 'volume' : service} ${microversion}`;
     }
     const res = await fetch(`${base}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });

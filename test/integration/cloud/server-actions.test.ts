@@ -21,6 +21,10 @@
 //   there, ACTIVE, and the snapshot image is deleted;
 // - rescue and unrescue of the net guest: RESCUE, the rescue system reads, on its second disk, the
 //   token the guest wrote on its own disk; ACTIVE again, booted from its own disk, token intact.
+// - soft delete through the cloud's soft-deleting nova-api (reclaim_instance_interval): SOFT_DELETED
+//   with its QEMU gone and its disk and allocation kept; restored, ACTIVE and booted again; soft-
+//   deleted once more, deleted for good by its host once the interval is over (no server, no
+//   allocation, no disk).
 //
 // The cloud is shared with the other files of test/integration/cloud (test/helpers/cloud.ts).
 import { execFileSync } from 'node:child_process';
@@ -353,5 +357,42 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
     } finally {
       await restart({});
     }
+  });
+
+  test('soft delete through a nova-api with reclaim_instance_interval: SOFT_DELETED, QEMU gone, disk and allocation kept; restored, it boots again; soft-deleted again, its host deletes it for good after the interval', async () => {
+    const [, hostB = ''] = cloud.hosts;
+    const interval = Number(cloud.env.CLOUD_RECLAIM_INTERVAL);
+    expect(interval).toBeGreaterThan(0);
+    const id = await boot('actions-soft-delete', hostB);
+    await countsPast(id, 1);
+    const allocations = async (): Promise<number> => Object.keys(await cloud.must<Record<string, unknown>>('placement', 'GET', `/allocations/${id}`, undefined, 'allocations')).length;
+    const diskKept = (): boolean => existsSync(join(cloud.instancesPath(hostB), id));
+
+    await cloud.must('nova-soft-delete', 'DELETE', `/servers/${id}`);
+    expect(await cloud.settled(id, 'SOFT_DELETED', 60_000)).toMatchObject({ 'OS-EXT-SRV-ATTR:host': hostB, 'OS-EXT-STS:power_state': 4 });
+    expect(qemuPid(id)).toBe(0);
+    expect(diskKept()).toBe(true);
+    expect(await allocations()).toBe(1);
+
+    await act(id, { restore: null });
+    expect(await cloud.settled(id, 'ACTIVE', 60_000)).toMatchObject({ 'OS-EXT-SRV-ATTR:host': hostB, 'OS-EXT-STS:power_state': 1 });
+    expect(qemuPid(id)).toBeGreaterThan(0);
+    // Powered on again (nova's restore without a driver's own): a second boot, counting from 0.
+    await waitUntil('the guest boots again and counts', async () => {
+      const all = await count(id);
+      return all.filter((n) => n === 0).length === 2 && (all.at(-1) ?? 0) > 0;
+    }, 120_000);
+
+    await cloud.must('nova-soft-delete', 'DELETE', `/servers/${id}`);
+    await cloud.settled(id, 'SOFT_DELETED', 60_000);
+    const softDeleted = Date.now();
+    expect(qemuPid(id)).toBe(0);
+    // The host's reclaim runs every interval (at most every 60 s), so the server goes between one and two intervals later.
+    await waitUntil('the host reclaims the server', async () => (await cloud.server(id)) === undefined, (2 * interval + 60) * 1000);
+    log(`reclaimed ${Date.now() - softDeleted} ms after it was SOFT_DELETED (reclaim_instance_interval ${interval} s)`);
+    expect(Date.now() - softDeleted).toBeGreaterThanOrEqual((interval - 2) * 1000);
+    expect(await allocations()).toBe(0);
+    expect(diskKept()).toBe(false);
+    expect(qemuPid(id)).toBe(0);
   });
 });
