@@ -3,6 +3,7 @@
  * move in progress, in nova's vocabulary (vm_state, task_state, migration status). These are the
  * values the journal stores, so they are plain JSON.
  */
+import type { ImageMeta } from './image-meta';
 import type { BlockDevice, VolumeAttachment } from './block-device';
 import type { NetworkInfo, Vif } from './network';
 import type { Resources } from './provider-types';
@@ -130,6 +131,8 @@ export interface InstanceRecord {
   readonly project_id: string;
   readonly user_id: string;
   image_ref?: string;
+  /** The image properties the agent acts on (the guest agent, the admin user, quiesce), as nova sent them. */
+  image_meta?: ImageMeta;
   /** This instance's allocations on this host (provider -> resources), as written to Placement. */
   allocations: Readonly<Record<string, Resources>>;
   migration?: MigrationRecord;

@@ -185,6 +185,13 @@ export interface VirtDriver {
   /** Sends a running guest an NMI (its kernel dumps or panics, as it is configured to). @throws InstanceNotFoundError, InstanceStateError (not running), NotSupportedError */
   triggerCrashDump(instance: InstanceRef): Promise<void>;
   /**
+   * Sets the password of the guest's admin account (the image's `os_admin_user`, else root)
+   * through the guest agent of a running guest.
+   * @throws InstanceNotFoundError, InstanceStateError (not running), GuestAgentNotEnabledError (the
+   *   image asked for no guest agent), DriverError (the agent did not answer or refused, with its words)
+   */
+  setAdminPassword(instance: InstanceRef, password: string): Promise<void>;
+  /**
    * Plugs on this host whatever of `vifs` is not plugged (taps, OVS ports with their external_ids);
    * idempotent. The instance need not exist here (a move's destination before finish_migration or
    * pre_live_migration); when it does, its stored VIFs take the given ones' binding details. Used

@@ -89,6 +89,14 @@ export class ConsoleUnavailableError extends DriverError {
   }
 }
 
+/** The guest has no guest agent to ask (its image did not ask for one: `hw_qemu_guest_agent`). */
+export class GuestAgentNotEnabledError extends DriverError {
+  constructor(readonly instance: string) {
+    super(`instance ${instance} has no guest agent: its image does not set hw_qemu_guest_agent=yes`);
+    this.name = 'GuestAgentNotEnabledError';
+  }
+}
+
 /** A live-migration pre-check failed: the move must not start. */
 export class MigrationPreCheckError extends DriverError {
   constructor(message: string, options?: { cause?: unknown }) {

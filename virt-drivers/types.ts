@@ -22,6 +22,7 @@ import type { HostFs } from './host/host-fs';
 import type { GlanceAuth } from './glance/api';
 
 import type { DriverFlavor as Flavor, PowerState } from '../model/instance';
+import type { ImageMeta } from '../model/image-meta';
 export { POWER_STATE, type PowerState, type DriverFlavor as Flavor } from '../model/instance';
 
 /** An instance as a lifecycle request names it. */
@@ -42,6 +43,8 @@ export interface InstanceSpec extends InstanceRef {
    * a later move finds the disk's backing image in Glance. A driver without backing files ignores it.
    */
   readonly rebase_image_ref?: string;
+  /** The image properties that shape the guest (`hw_qemu_guest_agent`, `os_admin_user`); absent: none set. */
+  readonly image_meta?: ImageMeta;
   /** The instance's allocations in Placement: provider uuid -> resources. */
   readonly allocations: ConsumerAllocations;
   /** The instance's VIFs (nova's network_info), in NIC order; absent or empty: no NIC. */

@@ -11,6 +11,7 @@
  */
 import { z } from 'zod';
 import type { Flavor } from '../../model/instance';
+import { imageMetaFrom, type ImageMeta } from '../../model/image-meta';
 import type { ProviderMapping } from '../../model/network';
 import type { LiveMigrateData } from '../../virt-drivers/types';
 import { arg, type ArgDecoder, type ArgIssue } from '../rpc/endpoint/args';
@@ -64,6 +65,7 @@ const instanceSchema = z.object({
   vm_state: z.string().nullish(),
   task_state: z.string().nullish(),
   availability_zone: z.string().nullish(),
+  system_metadata: z.record(z.string(), z.unknown()).nullish(),
 });
 
 const migrationSchema = z.object({
@@ -85,6 +87,8 @@ export interface DecodedInstance {
   readonly vm_state: string | undefined;
   /** The availability zone nova placed it in (ports get `device_owner = compute:<az>`). */
   readonly availability_zone: string | undefined;
+  /** The image properties the agent acts on, from the `image_*` keys of nova's system metadata. */
+  readonly image_meta?: ImageMeta;
 }
 
 export interface DecodedMigration {
@@ -152,7 +156,13 @@ function normalizeInstance(i: z.infer<typeof instanceSchema>): DecodedInstance {
     image_ref: i.image_ref ?? undefined,
     vm_state: i.vm_state ?? undefined,
     availability_zone: i.availability_zone ?? undefined,
+    ...optional('image_meta', imageMetaFrom(i.system_metadata, 'image_')),
   };
+}
+
+/** `{ [key]: value }`, or nothing when `value` is undefined (optional fields stay absent). */
+function optional<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V };
 }
 
 /** The decoders of the compute methods' arguments, by what they decode. */
@@ -188,9 +198,16 @@ export const computeArgs = {
   migrateData: arg.optional(fromSchema('a LiveMigrateData (object primitive or plain object) or null', z.record(z.string(), z.unknown()).nullable(), (d) => (d ?? {}) as LiveMigrateData), {}),
   /** A string nova may leave out or send as null. */
   optionalString: arg.optional(arg.nullable(arg.string()), null),
+  /** A password (`set_admin_password`'s `new_pass`): any string, even empty, never echoed in an error. */
+  password: arg.from('a string', (v) => (typeof v === 'string' ? v : arg.refuse([{ path: [], problem: 'not a string' }]))),
   /** The Glance image a snapshot or backup fills (nova's API created it). */
   imageId: fromSchema('an image id (letters, digits and -)', z.string().regex(/^[A-Za-z0-9-]{1,64}$/, 'letters, digits and -'), same),
   /** `unshelve_instance`'s `image`: the shelved image nova's conductor read from Glance (its id), or null for a server booted from a volume. */
+  /** A build's `image` (nova's image dict, or absent): the properties the agent acts on, from its `properties`. */
+  imageMeta: arg.optional(
+    fromSchema('an image (an object, its properties an object) or null', z.object({ properties: z.record(z.string(), z.unknown()).nullish() }).passthrough().nullable(), (i) => imageMetaFrom(i?.properties)),
+    undefined,
+  ),
   shelvedImage: arg.optional(fromSchema('an image (an object with an id) or null', z.object({ id: z.string().min(1, 'an image id') }).nullable(), (i) => i?.id), undefined),
   /** `check_instance_shared_storage`'s `data`: what nova's `check_instance_shared_storage_local` made on the other host. */
   sharedStorageProbe: fromSchema('an object with a filename', z.object({ filename: z.string().min(1, 'a file path') }), same),

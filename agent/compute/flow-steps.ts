@@ -30,6 +30,7 @@ export function arrivingRecord(c: Pick<FlowContext, 'host' | 'now'>, inst: Decod
     project_id: inst.project_id,
     user_id: inst.user_id,
     ...(inst.image_ref ? { image_ref: inst.image_ref } : {}),
+    ...(inst.image_meta ? { image_meta: inst.image_meta } : {}),
     allocations: {},
     updated_at: c.now(),
   };
@@ -77,7 +78,15 @@ export async function revertSwapOrLog(c: Pick<FlowContext, 'claims' | 'log'>, in
 /** The instance as the virt driver takes it. */
 export function instanceSpec(rec: InstanceRecord, flavor: Flavor = rec.flavor): InstanceSpec {
   const volumes = (rec.volumes ?? []).map((v) => ({ volume_id: v.volume_id, device_name: v.device_name, boot_index: v.boot_index, connection_info: v.connection_info }));
-  return { uuid: rec.uuid, name: rec.name, flavor, ...(rec.image_ref ? { image_ref: rec.image_ref } : {}), allocations: rec.allocations, ...(volumes.length ? { volumes } : {}) };
+  return {
+    uuid: rec.uuid,
+    name: rec.name,
+    flavor,
+    ...(rec.image_ref ? { image_ref: rec.image_ref } : {}),
+    ...(rec.image_meta ? { image_meta: rec.image_meta } : {}),
+    allocations: rec.allocations,
+    ...(volumes.length ? { volumes } : {}),
+  };
 }
 
 /**

@@ -16,6 +16,7 @@ import type { ArgsOf, ArgsSpec } from '../rpc/endpoint/args';
 import { ArgumentError, computeArgs as A, unread, type UnplacedMigration, type DecodedMigration } from './decode';
 import { attachRequest, interfaceArgs as I, networkArgs as N } from './decode-network';
 import { volumeArgs as V } from './decode-volume';
+import { setAdminPassword } from './admin-password';
 import { getDiagnostics, getInstanceDiagnostics } from './diagnostics';
 import type { ComputeManager } from './manager';
 import { instanceKey, method, NOVA_COMPUTE_API, type ComputeMethod, type MethodVersions } from './method-table';
@@ -66,7 +67,8 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
         requested_networks: N.requestedNetworks,
         security_groups: N.securityGroups,
         block_device_mapping: V.blockDeviceMapping,
-        ...unread('image', 'filter_properties', 'admin_password', 'injected_files', 'node', 'limits', 'accel_uuids'),
+        image: A.imageMeta,
+        ...unread('filter_properties', 'admin_password', 'injected_files', 'node', 'limits', 'accel_uuids'),
       },
       (a, ctx) => {
         const flavor = a.instance.flavor ?? a.request_spec.flavor;
@@ -75,7 +77,10 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
         const claimed = a.host_list.some((s) => s.service_host === host && !!s.allocation_request);
         const mapping = a.request_spec.providerMapping;
         const blockDevices = a.block_device_mapping ?? [];
-        return m.build(a.instance, flavor, { claimed, networks: a.requested_networks, securityGroups: a.security_groups, ...(mapping ? { providerMapping: mapping } : {}), ...(blockDevices.length ? { blockDevices } : {}) }, ctx);
+        // nova-compute builds from the `image` argument's properties; the Instance's system metadata has the same.
+        const imageMeta = a.image ?? a.instance.image_meta;
+        const instance = imageMeta ? { ...a.instance, image_meta: imageMeta } : a.instance;
+        return m.build(instance, flavor, { claimed, networks: a.requested_networks, securityGroups: a.security_groups, ...(mapping ? { providerMapping: mapping } : {}), ...(blockDevices.length ? { blockDevices } : {}) }, ctx);
       },
     ),
     row('terminate_instance', { instance: A.instanceRef, ...unread('bdms') }, (a, ctx) => m.terminate(a.instance.uuid, ctx)),
@@ -122,6 +127,8 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     row('suspend_instance', { instance: A.instanceRef }, (a, ctx) => m.power.suspend(a.instance.uuid, ctx)),
     row('resume_instance', { instance: A.instanceRef }, (a, ctx) => m.power.resume(a.instance.uuid, ctx)),
     row('trigger_crash_dump', { instance: A.instanceRef }, (a, ctx) => m.power.crashDump(a.instance.uuid, ctx)),
+    // A call with a password: never journaled (the password stays off the disk; the caller does not outlive a restart).
+    row('set_admin_password', { instance: A.instanceRef, new_pass: A.password }, (a, ctx) => setAdminPassword(m.context, a.instance.uuid, a.new_pass, ctx), read),
     row('snapshot_instance', { instance: A.instanceRef, image_id: A.imageId }, (a, ctx) => m.snapshots.snapshot(a.instance.uuid, a.image_id, ctx)),
     row('backup_instance', { instance: A.instanceRef, image_id: A.imageId, backup_type: A.backupType, rotation: A.rotation }, (a, ctx) =>
       m.snapshots.backup(a.instance.uuid, a.image_id, { type: a.backup_type, rotation: a.rotation }, ctx),

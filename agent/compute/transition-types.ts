@@ -39,6 +39,7 @@ export const OPERATIONS = {
   unrescue_instance: 'unrescue',
   soft_delete_instance: 'soft delete',
   restore_instance: 'restore',
+  set_admin_password: 'set the admin password of',
   rebuild_instance: 'rebuild',
   attach_interface: 'attach an interface to',
   detach_interface: 'detach an interface from',
@@ -119,6 +120,7 @@ export type ActionEvent =
   | 'compute_unrescue_instance'
   | 'compute_soft_delete_instance'
   | 'compute_restore_instance'
+  | 'compute_set_admin_password'
   | 'compute_rebuild_instance'
   | 'compute_attach_interface'
   | 'compute_detach_interface'

@@ -28,6 +28,7 @@ const BUILD = 'compute__do_build_and_run_instance';
 const DELETE = 'compute_terminate_instance';
 const SOFT_DELETE = 'compute_soft_delete_instance';
 const RESTORE = 'compute_restore_instance';
+const SET_PASSWORD = 'compute_set_admin_password';
 const MOVED = ['active', 'stopped'] as const;
 /** nova's API live-migrates ACTIVE and PAUSED servers. */
 const LIVE = ['active', 'paused'] as const;
@@ -438,14 +439,20 @@ export const TRANSITIONS = table({
   'volume_detach.start': { method: 'detach_volume', from: INTERFACES, to: {}, onFailure: 'volume_detach.error', notify: 'INFO', nova: { event: { name: DETACH_VOLUME, phase: 'start' } } },
   'volume_detach.end': { method: 'detach_volume', from: INTERFACES, to: {}, notify: 'INFO', nova: { event: { name: DETACH_VOLUME, phase: 'finish' } } },
   'volume_detach.error': { method: 'detach_volume', from: INTERFACES, to: {}, notify: 'ERROR', nova: { fault: true, event: { name: DETACH_VOLUME, phase: 'finish', failure: 'detach failed' } } },
+  // ---- a new admin password through the guest agent (`admin-password.ts`; a call: nova's API set updating_password) ----
+  'set_admin_password.start': { method: 'set_admin_password', from: { vm: 'any', task: [null], move: 'none' }, to: {}, onFailure: 'set_admin_password.error', notify: 'none', nova: { event: { name: SET_PASSWORD, phase: 'start' } } },
+  'set_admin_password.end': { method: 'set_admin_password', from: { vm: 'any', task: [null], move: 'none' }, to: {}, notify: 'none', nova: { instance: [{ set: { task_state: null }, expected: ['updating_password'] }], event: { name: SET_PASSWORD, phase: 'finish' } } },
+  /** Refused or failed: nova's task cleared, the fault recorded (nova's `wrap_instance_fault`); the caller gets the error. */
+  'set_admin_password.error': {
+    method: 'set_admin_password', from: { vm: 'any', task: [null], move: 'none' }, to: {}, notify: 'none',
+    nova: { instance: [{ set: { task_state: null }, expected: ['updating_password'] }], fault: true, event: { name: SET_PASSWORD, phase: 'finish', failure: 'set admin password failed' } },
+  },
   // ---- a compute method the agent does not implement (`unsupported.ts`) ----
   /** A cast: the instance goes to ERROR, its task cleared, with a fault naming the method. */
   'unsupported.error': {
     method: 'unsupported_method', from: { vm: 'any', task: 'any' }, to: { vm: 'error', task: null }, notify: 'ERROR',
     nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], fault: true },
   },
-  /** A call whose API request set a task state (nova's `set_admin_password`): nova's task is cleared; the state here is kept. */
-  'unsupported.call': { method: 'unsupported_method', from: { vm: 'any', task: 'any' }, to: {}, notify: 'none', nova: { instance: [{ set: { task_state: null }, expected: ['updating_password'] }], fault: true } },
   // ---- start-up recovery (nova's init_host) ----
   /** A task a request no longer in the journal left behind, on an instance not moving. */
   'init_host.reset': { method: 'init_host', from: { vm: 'any', task: ['resize_prep', 'deleting', 'powering-off', 'powering-on', 'reboot_started', 'reboot_started_hard', 'rebuild_spawning', 'pausing', 'unpausing', 'suspending', 'resuming', ...IMAGING, ...SHELVING, 'rescuing', 'unrescuing', 'soft-deleting', 'restoring'], move: 'none' }, to: { task: null }, notify: 'none', nova: { instance: [{ set: { task_state: 'state' } }] } },

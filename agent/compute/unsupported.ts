@@ -8,9 +8,7 @@
  * - a cast that arrives in the middle of another operation (`log`: the unquiesce after a
  *   snapshot, a volume snapshot of a running guest's volume): logged
  *   and dropped, since putting the instance in ERROR would break the operation it belongs to;
- * - a call (`call`): the caller gets `NotImplementedError` (nova's API answers 501 for it); where
- *   nova's API set a task state before the call (`set_admin_password`), nova's task is cleared
- *   and the fault recorded.
+ * - a call (`call`): the caller gets `NotImplementedError` (nova's API answers 501 for it).
  *
  * Each method takes nova's arguments as sent (every one optional and unread but `instance`), so a
  * well-formed request from Zed or 2025.1 is never refused as a bad call. A method the agent comes
@@ -33,8 +31,6 @@ interface Unsupported {
   readonly kind: Disposition;
   /** nova's arguments besides `instance`. */
   readonly args: readonly string[];
-  /** The task state nova's API set before the call (only `call` methods name one). */
-  readonly apiTask?: string;
 }
 
 const cast = (...args: string[]): Unsupported => ({ kind: 'error', args });
@@ -61,7 +57,6 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   get_rdp_console: call('console_type'),
   get_mks_console: call('console_type'),
   quiesce_instance: call(),
-  set_admin_password: { kind: 'call', args: ['new_pass'], apiTask: 'updating_password' },
 };
 
 /** The fault a server gets for `method`. */
@@ -86,26 +81,22 @@ export class UnsupportedMethodError extends Error implements RemoteSerializable 
 type UnsupportedContext = Pick<FlowContext, 'locks' | 'record' | 'save' | 'log' | 'notify'>;
 
 /**
- * Answers `name` for `uuid` as its disposition says: ERROR with a fault (a cast), the log (a cast
- * in the middle of another operation), or nova's task cleared (a call after an API task state).
+ * Answers `name` for `uuid` as its disposition says: ERROR with a fault (a cast), or the log (a
+ * cast in the middle of another operation, or a call).
  * @throws UnsupportedMethodError always, after the instance is in the state it is left in;
  * InstanceNotFoundError when a cast names an instance this host has no record of
  */
 export async function refuseUnsupported(c: UnsupportedContext, name: string, uuid: string, ctx: RequestContext): Promise<never> {
   const how = UNSUPPORTED_METHODS[name];
   const fault = unsupportedFault(name);
-  if (how?.kind === 'error' || how?.apiTask !== undefined) {
+  if (how?.kind === 'error') {
     await c.locks.with(uuid, async () => {
       const rec = c.record(uuid);
       if (!rec) throw new InstanceNotFoundError(uuid);
-      if (how.kind === 'error') {
-        transition(rec, 'unsupported.error');
-        rec.fault = fault;
-        await c.save(rec);
-        await c.notify(rec, 'unsupported.error', ctx, fault);
-      } else {
-        await c.notify(rec, 'unsupported.call', ctx, fault);
-      }
+      transition(rec, 'unsupported.error');
+      rec.fault = fault;
+      await c.save(rec);
+      await c.notify(rec, 'unsupported.error', ctx, fault);
     });
   }
   c.log.warn({ instance: uuid, method: name, disposition: how?.kind ?? 'call' }, fault);

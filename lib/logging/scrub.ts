@@ -37,7 +37,7 @@ const URL_CREDENTIALS = /(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,31}:\/\/[^
 // Each further host's credentials in a multi-host URL: `,user:password@` right after `@host[:port]`.
 const URL_MORE_CREDENTIALS = /(?<=@[A-Za-z0-9_.[\]:-]{1,261},)([^\s:/@"',]{0,256}):[^\s@"]{0,512}@/g;
 const SECRET_KEYS =
-  'password|passwd|secret|token|auth_token|x-auth-token|x-subject-token|authorization|application_credential_secret';
+  'password|passwd|new_pass|secret|token|auth_token|x-auth-token|x-subject-token|authorization|application_credential_secret';
 // A key may carry a prefix (`db_password`, `rabbit-token`), up to 64 characters.
 const KEY = `(?:[A-Za-z0-9_-]{0,63}[_-])?(?:${SECRET_KEYS})`;
 const JSON_SECRET_FIELD = new RegExp(`("${KEY}"\\s*:\\s*)"(?:[^"\\\\]|\\\\.)*"`, 'gi');

@@ -18,7 +18,7 @@ import type { ProviderTree } from '../../model/provider-tree';
 import type { AllocationsByConsumer, MoveInstruction } from '../../model/provider-types';
 import type { NetworkInfo, Vif } from '../../model/network';
 import { capabilityTraits, type ConsoleEndpoint, type ConsoleKind, type DriverCapabilities, type PowerOffOptions, type SnapshotImage, type SpawnOptions, type VirtDriver } from '../driver';
-import { DriverError, DriverInitError, InstanceExistsError, InstanceStateError, MigrationPreCheckError } from '../errors';
+import { DriverError, DriverInitError, GuestAgentNotEnabledError, InstanceExistsError, InstanceStateError, MigrationPreCheckError } from '../errors';
 import { discoverHost, type HostFacts } from '../host/discover';
 import { applyPlan, RootProviderMissingError } from '../layout/apply';
 import { gpuProviderName } from '../layout/ids';
@@ -283,6 +283,17 @@ export class FakeDriver implements VirtDriver {
     const i = this.hypervisor.settled(instance, 'trigger a crash dump');
     if (i.powerState !== 'RUNNING') throw new InstanceStateError(i.uuid, i.powerState, 'trigger a crash dump');
     this.hypervisor.print(i, 'NMI received');
+  }
+
+  /** The fake guest's agent answers when its image asked for one: the password is kept per account, and the guest prints that it changed. */
+  async setAdminPassword(instance: InstanceRef, password: string): Promise<void> {
+    await this.faults.before('setAdminPassword');
+    const i = this.hypervisor.settled(instance, 'set the admin password of');
+    if (i.powerState !== 'RUNNING') throw new InstanceStateError(i.uuid, i.powerState, 'set the admin password of');
+    if (!i.imageMeta?.hw_qemu_guest_agent) throw new GuestAgentNotEnabledError(i.uuid);
+    const user = i.imageMeta.os_admin_user ?? 'root';
+    i.passwords = { ...i.passwords, [user]: password };
+    this.hypervisor.print(i, `password of ${user} changed`);
   }
 
   /**

@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { writeFileAtomic } from '../../lib/atomic-file';
 import { InstanceExistsError, InstanceNotFoundError, InstanceStateError } from '../errors';
 import type { Vif } from '../../model/network';
+import type { ImageMeta } from '../../model/image-meta';
 import type { Flavor, InstanceInfo, InstanceRef, InstanceSpec, PowerState } from '../types';
 
 /** Where an instance is in a move, if anywhere. */
@@ -33,6 +34,10 @@ export interface FakeInstance {
   vifs?: Vif[];
   /** Its volumes: id -> the size the guest was last told (bytes; 0 until an extend), attach and detach included. */
   volumes?: Record<string, number>;
+  /** Its image's properties, as the spec gave them (a guest agent answers when `hw_qemu_guest_agent`). */
+  imageMeta?: ImageMeta;
+  /** Account -> the password its guest agent last set. */
+  passwords?: Record<string, string>;
 }
 
 /** Lines of console kept per instance. */
@@ -107,7 +112,7 @@ export class FakeHypervisor {
   /** @throws InstanceExistsError */
   create(spec: InstanceSpec, powerState: PowerState, extra: Partial<FakeInstance> = {}): FakeInstance {
     if (this.instances.has(spec.uuid)) throw new InstanceExistsError(spec.uuid);
-    const inst: FakeInstance = { uuid: spec.uuid, name: spec.name, powerState, flavor: spec.flavor, allocations: spec.allocations, vifs: [...(spec.network_info ?? [])], volumes: Object.fromEntries((spec.volumes ?? []).map((v) => [v.volume_id, 0])), ...extra };
+    const inst: FakeInstance = { uuid: spec.uuid, name: spec.name, powerState, flavor: spec.flavor, allocations: spec.allocations, vifs: [...(spec.network_info ?? [])], volumes: Object.fromEntries((spec.volumes ?? []).map((v) => [v.volume_id, 0])), ...(spec.image_meta ? { imageMeta: spec.image_meta } : {}), ...extra };
     this.instances.set(spec.uuid, inst);
     if (powerState === 'RUNNING') this.print(inst, 'booted');
     return inst;

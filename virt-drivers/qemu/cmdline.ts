@@ -31,6 +31,11 @@
  * guests race for one), still logged to the console file. Neither socket is part of the guest: a
  * live migration's destination opens its own.
  *
+ * Guest agent: a definition with `guestAgent` gets a virtio-serial controller at slot 3 of the
+ * root bus and on it the port `org.qemu.guest_agent.0`, whose host end is a unix socket QEMU
+ * listens on in the instance directory (`guest-agent.ts` speaks to it). Part of the guest: it
+ * travels with live migrations.
+ *
  * Boot order: nova's boot_index N is QEMU's bootindex N + 1, and the local root disk, nova's
  * boot_index 0, keeps bootindex 1 unless a volume has boot_index 0 (then the disk gets none and
  * is tried after the listed devices).
@@ -203,6 +208,23 @@ function displayArgs(def: VmDefinition, consoles: ConsoleOptions | undefined): s
   return args;
 }
 
+/** The guest-agent channel QEMU's guest agent opens in the guest (libvirt's and nova's name). */
+export const GUEST_AGENT_CHANNEL = 'org.qemu.guest_agent.0';
+
+/** A guest with a guest-agent channel: virtio-serial at a fixed slot of the root bus, its port's host end a unix socket. */
+function guestAgentArgs(def: VmDefinition, paths: InstancePaths): string[] {
+  if (def.guestAgent === undefined) return [];
+  const e = escapeOptionValue;
+  return [
+    '-chardev',
+    `socket,id=charchannel0,path=${e(paths.guestAgent)},server=on,wait=off`,
+    '-device',
+    `virtio-serial-pci,id=virtio-serial0,bus=${isQ35(def.machine) ? 'pcie.0' : 'pci.0'},addr=0x3`,
+    '-device',
+    `virtserialport,bus=virtio-serial0.0,nr=1,chardev=charchannel0,id=channel0,name=${GUEST_AGENT_CHANNEL}`,
+  ];
+}
+
 /** QEMU's option syntax: a comma inside a value is written twice. */
 export function escapeOptionValue(v: string): string {
   return v.replace(/,/g, ',,');
@@ -244,6 +266,7 @@ export function qemuCommandLine(input: CommandLineInput): string[] {
     '-device',
     'isa-serial,chardev=charserial0,id=serial0',
     ...displayArgs(def, input.consoles),
+    ...guestAgentArgs(def, paths),
   ];
   if (input.sandbox) args.push('-sandbox', 'on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny');
   if (def.rescue) {

@@ -75,7 +75,8 @@ export function checkSpec(spec: InstanceSpec): void {
 
 /**
  * The definition of a new instance on this host: its flavor, this host's machine, CPU and
- * accelerator, its NICs and volumes, a display when this host serves VNC consoles.
+ * accelerator, its NICs and volumes, a display when this host serves VNC consoles, the
+ * guest-agent channel when its image asks for one (`hw_qemu_guest_agent`).
  * @throws VolumeConnectionError
  */
 export function newDefinition(host: QemuHost, spec: InstanceSpec, disk: boolean): VmDefinition {
@@ -89,6 +90,7 @@ export function newDefinition(host: QemuHost, spec: InstanceSpec, disk: boolean)
     nics: nicDefinitions(spec.network_info ?? []),
     volumes: volumeDefinitions(spec.uuid, spec.volumes ?? []),
     ...(host.opts.consoles.vnc ? { video: 'virtio' as const } : {}),
+    ...(spec.image_meta?.hw_qemu_guest_agent ? { guestAgent: spec.image_meta.os_admin_user ? { adminUser: spec.image_meta.os_admin_user } : {} } : {}),
   };
 }
 

@@ -42,6 +42,7 @@ import * as nics from './nics';
 import * as vols from './volume-hotplug';
 import * as swap from './volume-swap';
 import * as suspension from './suspend';
+import * as guestAgentOps from './guest-agent-ops';
 import * as snap from './snapshot';
 import * as rescuing from './rescue';
 import { MAX_SOCKET_PATH, qemuOptionsFromConfig, type QemuOptions } from './options';
@@ -284,6 +285,7 @@ export class QemuDriver implements VirtDriver {
   async suspend(instance: InstanceRef): Promise<void> { return suspension.suspend(this.host, instance); }
   async resume(instance: InstanceRef): Promise<void> { return suspension.resume(this.host, instance); }
   async triggerCrashDump(instance: InstanceRef): Promise<void> { return suspension.triggerCrashDump(this.host, instance); }
+  async setAdminPassword(instance: InstanceRef, password: string): Promise<void> { return guestAgentOps.setAdminPassword(this.host, instance, password); }
   async rescue(instance: InstanceRef, imageRef: string, cleanShutdown: boolean): Promise<void> { return rescuing.rescue(this.host, instance, imageRef, cleanShutdown); }
   async unrescue(instance: InstanceRef): Promise<void> { return rescuing.unrescue(this.host, instance); }
 

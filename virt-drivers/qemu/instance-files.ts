@@ -88,6 +88,12 @@ export interface VmDefinition {
    * made when the building host had `[vnc] enabled`. Absent: no display (and no VNC server).
    */
   readonly video?: 'virtio';
+  /**
+   * The guest-agent channel (the image's `hw_qemu_guest_agent`): a virtio-serial port named
+   * `org.qemu.guest_agent.0` whose host end is `InstancePaths.guestAgent`; `adminUser`, the image's
+   * `os_admin_user` (absent: root), the account a new admin password is set for. Absent: no channel.
+   */
+  readonly guestAgent?: { readonly adminUser?: string };
 }
 
 /** The files of one instance directory. */
@@ -103,6 +109,8 @@ export interface InstancePaths {
   readonly suspendState: string;
   /** A rescued guest's boot disk, an overlay on the rescue image. */
   readonly rescueDisk: string;
+  /** The host end of the guest-agent channel (a unix socket QEMU listens on). */
+  readonly guestAgent: string;
 }
 
 /** The paths of the files in instance directory `dir`. */
@@ -117,6 +125,7 @@ export function instancePaths(dir: string): InstancePaths {
     log: join(dir, 'qemu.log'),
     suspendState: join(dir, 'suspend.state'),
     rescueDisk: join(dir, 'disk.rescue'),
+    guestAgent: join(dir, 'qga.sock'),
   };
 }
 
@@ -200,6 +209,7 @@ export const vmDefinitionSchema = z.object({
     .optional(),
   rescue: z.boolean().optional(),
   video: z.literal('virtio').optional(),
+  guestAgent: z.object({ adminUser: z.string().min(1).optional() }).optional(),
 });
 
 /** A VIF as a record keeps it: the fields plugging reads are checked, the rest is nova's JSON kept as it came. */

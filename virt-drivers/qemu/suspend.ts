@@ -43,7 +43,7 @@ async function exists(path: string): Promise<boolean> {
 }
 
 /** The running QEMU of `m`, or InstanceStateError naming what it is instead. */
-async function runningVm(host: QemuHost, m: Managed, operation: string, want: readonly string[]): Promise<QemuVm> {
+export async function runningVm(host: QemuHost, m: Managed, operation: string, want: readonly string[]): Promise<QemuVm> {
   const vm = m.vm;
   if (!vm || !(await vm.alive())) throw new InstanceStateError(m.rec.uuid, await host.table.powerState(m), operation);
   const state = await vm.runState();

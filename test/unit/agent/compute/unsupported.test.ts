@@ -144,19 +144,6 @@ describe('nova mode', () => {
     expect(c.names((x) => x.kind === 'object')).toEqual(['InstanceFault.create', 'Instance.save']);
   });
 
-  test("set_admin_password (a call after the API's task state): nova's task is cleared, the server stays ACTIVE, the caller gets NotImplementedError", async () => {
-    const c = new FakeConductor();
-    const { host, run, api } = await setup(c);
-    const uuid = await built(c, run, api, host.rootUuid);
-    const row = c.instances.get(uuid)!;
-    row.task_state = 'updating_password';
-    const err = await run(req('set_admin_password', { instance: c.prim('Instance', row), new_pass: 'x' }, true)).catch((e: unknown) => e);
-    expect(failureFromError(err).className).toBe('NotImplementedError');
-    expect(c.instances.get(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
-    expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
-    expect(c.faults.map((f) => f.message)).toEqual(['compute-agent does not implement set_admin_password']);
-  });
-
   test('a cast naming an instance nova places here but this host has no record of: ERROR with a fault, task state cleared', async () => {
     const c = new FakeConductor();
     const { run } = await setup(c);
