@@ -246,10 +246,13 @@ export interface VirtDriver {
   /**
    * Copies the instance's root disk as it is now, consistently (a running guest runs on; the copy
    * is of one instant), and hands the copy to `upload`; the driver's copy is removed afterwards,
-   * whether `upload` succeeded or not. The guest is not held while `upload` runs.
+   * whether `upload` succeeded or not. The guest is not held while `upload` runs. A running guest
+   * with a guest agent has its filesystems frozen for the instant of the copy (quiesced);
+   * `requireQuiesce` (the image's `os_require_quiesce`): a guest that cannot be quiesced is not
+   * snapshotted.
    * @throws InstanceNotFoundError, InstanceStateError (in a move), NotSupportedError (no local root disk), DriverError, what `upload` threw
    */
-  snapshot(instance: InstanceRef, upload: (image: SnapshotImage) => Promise<void>): Promise<void>;
+  snapshot(instance: InstanceRef, upload: (image: SnapshotImage) => Promise<void>, options?: { readonly requireQuiesce?: boolean }): Promise<void>;
   /**
    * Whether `path`, a file another host made in its instances directory (nova's
    * `check_instance_shared_storage_local`), is seen here: true only when both hosts share the

@@ -99,12 +99,14 @@ export class SnapshotFlows {
     if (!images) throw new Error('Glance is not configured on this host: set [glance] endpoint_override, or keystone auth in [placement]');
     let sent = 0;
     await this.step(rec, pending, ctx);
-    await this.c.driver.snapshot(rec, async (image) => {
+    const upload = async (image: SnapshotImage): Promise<void> => {
       await this.step(rec, uploading, ctx);
       await images.updateImage(imageId, snapshotImageOps(rec, image));
       await images.uploadImageData(imageId, image.data, image.bytes);
       sent = image.bytes;
-    });
+    };
+    // The image's os_require_quiesce: no snapshot rather than one taken without the guest's filesystems frozen.
+    await this.c.driver.snapshot(rec, upload, { requireQuiesce: rec.image_meta?.os_require_quiesce === true });
     return sent;
   }
 

@@ -245,11 +245,13 @@ export class FakeDriver implements VirtDriver {
   async suspend(instance: InstanceRef): Promise<void> { await this.faults.before('suspend'); this.hypervisor.setPower(instance, 'suspend', 'RUNNING', 'SUSPENDED', 'suspended'); }
   async resume(instance: InstanceRef): Promise<void> { await this.faults.before('resume'); this.hypervisor.setPower(instance, 'resume', 'SUSPENDED', 'RUNNING', 'resumed'); }
 
-  /** A snapshot: the fake disk is one line naming the instance and its power state at the copy. */
-  async snapshot(instance: InstanceRef, upload: (image: SnapshotImage) => Promise<void>): Promise<void> {
+  /** A snapshot: the fake disk is one line naming the instance and its power state at the copy; a running guest with an agent is quiesced for it. */
+  async snapshot(instance: InstanceRef, upload: (image: SnapshotImage) => Promise<void>, options?: { readonly requireQuiesce?: boolean }): Promise<void> {
     await this.faults.before('snapshot');
     const i = this.hypervisor.settled(instance, 'snapshot');
-    const disk = Buffer.from(`fake disk of ${i.name}, ${i.powerState.toLowerCase()}\n`);
+    const quiesced = i.powerState === 'RUNNING' && i.imageMeta?.hw_qemu_guest_agent === true;
+    if (options?.requireQuiesce && !quiesced) throw new DriverError(`instance ${i.uuid}: os_require_quiesce is set and the guest cannot be quiesced`);
+    const disk = Buffer.from(`fake disk of ${i.name}, ${i.powerState.toLowerCase()}${quiesced ? ', quiesced' : ''}\n`);
     this.hypervisor.print(i, 'disk copied for a snapshot');
     await upload({ data: Readable.from([disk]), bytes: disk.length, diskFormat: 'raw' });
   }

@@ -289,7 +289,9 @@ export class QemuDriver implements VirtDriver {
   async rescue(instance: InstanceRef, imageRef: string, cleanShutdown: boolean): Promise<void> { return rescuing.rescue(this.host, instance, imageRef, cleanShutdown); }
   async unrescue(instance: InstanceRef): Promise<void> { return rescuing.unrescue(this.host, instance); }
 
-  async snapshot(instance: InstanceRef, upload: (image: SnapshotImage) => Promise<void>): Promise<void> { return snap.snapshot(this.host, instance, upload); }
+  async snapshot(instance: InstanceRef, upload: (image: SnapshotImage) => Promise<void>, options?: { readonly requireQuiesce?: boolean }): Promise<void> {
+    return snap.snapshot(this.host, instance, upload, options?.requireQuiesce === true);
+  }
 
   async instanceFileVisible(path: string): Promise<boolean> {
     const root = resolve(this.host.opts.instancesPath);

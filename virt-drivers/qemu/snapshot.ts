@@ -13,7 +13,14 @@
  * and removed afterwards whatever the upload did. An agent killed in the middle leaves a copy, and
  * perhaps a copy job still running in QEMU: the driver's start removes both (`sweepSnapshots`).
  *
- * Not here: Glance (the caller uploads), quiescing a guest agent (none is spoken to yet).
+ * Quiesce: a running guest with a guest agent (its image's `hw_qemu_guest_agent`) has its
+ * filesystems frozen (`guest-fsfreeze-freeze`) before the copy job starts and thawed as soon as it
+ * has started: the job's point in time is its start, so the guest is frozen for one QMP round
+ * trip, not for the copy. A guest that cannot be quiesced (no agent, a paused guest, an agent that
+ * does not answer) is copied as it is, logged, unless `requireQuiesce` (the image's
+ * `os_require_quiesce`): then the snapshot fails, as nova's libvirt driver fails it.
+ *
+ * Not here: Glance (the caller uploads).
  */
 import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -24,6 +31,8 @@ import { DriverError, NotSupportedError } from '../errors';
 import type { InstanceRef } from '../types';
 import { DISK_DRIVE_ID } from './cmdline';
 import type { QemuHost } from './context';
+import { freezeFilesystems, thawFilesystems } from './guest-agent';
+import type { Managed } from './instances';
 import { settledInstance } from './lifecycle';
 import type { QemuVm } from './vm';
 
@@ -39,13 +48,24 @@ interface JobInfo {
   readonly error?: unknown;
 }
 
-/** Copies the running guest's root disk into `out` (a blank qcow2 of the disk's size) as of now. @throws DriverError */
-async function backupRunning(host: QemuHost, vm: QemuVm, uuid: string, out: string): Promise<void> {
+/**
+ * Copies the running guest's root disk into `out` (a blank qcow2 of the disk's size) as of now;
+ * `started` runs once the copy's point in time is fixed (the job started), whether it did or not.
+ * @throws DriverError
+ */
+async function backupRunning(host: QemuHost, vm: QemuVm, uuid: string, out: string, started: () => Promise<void>): Promise<void> {
   const job = `${JOB_PREFIX}${randomUUID().slice(0, 8)}`;
   const node = `${job}-target`;
-  await vm.execute('blockdev-add', { driver: 'qcow2', 'node-name': node, file: { driver: 'file', filename: out } });
+  await vm.execute('blockdev-add', { driver: 'qcow2', 'node-name': node, file: { driver: 'file', filename: out } }).catch(async (e: unknown) => {
+    await started();
+    throw e;
+  });
   try {
-    await vm.execute('blockdev-backup', { 'job-id': job, device: DISK_DRIVE_ID, target: node, sync: 'full', 'auto-dismiss': false });
+    try {
+      await vm.execute('blockdev-backup', { 'job-id': job, device: DISK_DRIVE_ID, target: node, sync: 'full', 'auto-dismiss': false });
+    } finally {
+      await started();
+    }
     const until = host.clock.now() + JOB_TIMEOUT_MS;
     for (;;) {
       const jobs = (await vm.execute('query-jobs')) as JobInfo[];
@@ -72,7 +92,7 @@ async function backupRunning(host: QemuHost, vm: QemuVm, uuid: string, out: stri
  * afterwards. @throws InstanceNotFoundError, InstanceStateError (in a move), NotSupportedError (no
  * root disk), DriverError, InstanceFilesError, what `upload` threw
  */
-export async function snapshot(host: QemuHost, ref: InstanceRef, upload: (image: SnapshotImage) => Promise<void>): Promise<void> {
+export async function snapshot(host: QemuHost, ref: InstanceRef, upload: (image: SnapshotImage) => Promise<void>, requireQuiesce = false): Promise<void> {
   const dir = join(host.opts.instancesPath, 'snapshots');
   const out = join(dir, `${ref.uuid}-${randomUUID().slice(0, 8)}.qcow2`);
   try {
@@ -82,19 +102,61 @@ export async function snapshot(host: QemuHost, ref: InstanceRef, upload: (image:
       await mkdir(dir, { recursive: true, mode: 0o700 });
       const t0 = host.clock.now();
       const vm = m.vm && (await m.vm.alive()) ? m.vm : undefined;
+      let quiesced = false;
       if (vm) {
         await host.images.createBlank(out, (await host.images.info(m.paths.disk)).virtualSize);
-        await backupRunning(host, vm, ref.uuid, out);
+        quiesced = await quiesce(host, m, vm, requireQuiesce);
+        await backupRunning(host, vm, ref.uuid, out, () => (quiesced ? thaw(host, m) : Promise.resolve()));
       } else {
+        if (requireQuiesce) throw new DriverError(`instance ${ref.uuid}: os_require_quiesce is set, and a guest that is not running cannot be quiesced`);
         await host.images.flatten(m.paths.disk, out);
       }
-      host.log.info({ instance: ref.uuid, live: vm !== undefined, bytes: (await stat(out)).size, ms: host.clock.now() - t0 }, 'root disk copied for a snapshot');
+      host.log.info({ instance: ref.uuid, live: vm !== undefined, quiesced, bytes: (await stat(out)).size, ms: host.clock.now() - t0 }, 'root disk copied for a snapshot');
     });
     const bytes = (await stat(out)).size;
     await upload({ data: createReadStream(out), bytes, diskFormat: 'qcow2' });
   } finally {
     await rm(out, { force: true });
   }
+}
+
+/**
+ * Freezes the guest's filesystems through its agent; resolves whether it did. A guest that cannot
+ * be quiesced is copied as it is (logged), unless `required`. @throws DriverError when required and impossible
+ */
+async function quiesce(host: QemuHost, m: Managed, vm: QemuVm, required: boolean): Promise<boolean> {
+  const uuid = m.rec.uuid;
+  let why: string;
+  if (!m.rec.vm.guestAgent) why = 'its image asks for no guest agent (hw_qemu_guest_agent)';
+  else if ((await vm.runState()) !== 'running') why = 'the guest is not running';
+  else {
+    try {
+      const n = await freezeFilesystems(uuid, m.paths.guestAgent, host.opts.qmpTimeoutMs);
+      host.log.info({ instance: uuid, filesystems: n }, 'guest filesystems frozen for a snapshot');
+      return true;
+    } catch (e) {
+      why = (e as Error).message;
+    }
+  }
+  if (required) throw new DriverError(`instance ${uuid}: os_require_quiesce is set and the guest cannot be quiesced: ${why}`);
+  host.log.info({ instance: uuid, reason: why }, 'snapshot of a guest not quiesced');
+  return false;
+}
+
+/** Thaws the guest's filesystems, trying three times: a guest left frozen stops writing. @throws DriverError */
+async function thaw(host: QemuHost, m: Managed): Promise<void> {
+  let last: unknown;
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    try {
+      await thawFilesystems(m.rec.uuid, m.paths.guestAgent, host.opts.qmpTimeoutMs);
+      host.log.info({ instance: m.rec.uuid }, 'guest filesystems thawed');
+      return;
+    } catch (e) {
+      last = e;
+      host.log.warn({ instance: m.rec.uuid, attempt, reason: (e as Error).message }, 'thawing the guest filesystems failed');
+    }
+  }
+  throw new DriverError(`instance ${m.rec.uuid}: its filesystems stay frozen: ${(last as Error).message}`, { cause: last });
 }
 
 /**

@@ -46,6 +46,23 @@ describe('standalone, fake driver', () => {
     expect(events).toEqual(['instance.snapshot.start', 'instance.snapshot.end']);
   });
 
+  test('quiesce: a guest whose image has a guest agent is copied quiesced; os_require_quiesce without one fails the snapshot (image deleted, fault)', async () => {
+    const glance = new RecordingGlance();
+    const { a, call } = await setup(glance);
+    const agent = instanceArgs();
+    await call('build_and_run_instance', { instance: agent, image: { id: 'img', properties: { hw_qemu_guest_agent: 'yes', os_require_quiesce: 'yes' } } });
+    const first = randomUUID();
+    await call('snapshot_instance', { instance: { uuid: agent.uuid }, image_id: first });
+    expect(glance.data.get(first)).toMatch(/, running, quiesced\n$/);
+
+    const none = instanceArgs();
+    await call('build_and_run_instance', { instance: none, image: { id: 'img', properties: { os_require_quiesce: 'true' } } });
+    const second = randomUUID();
+    await call('snapshot_instance', { instance: { uuid: none.uuid }, image_id: second });
+    expect(glance.calls.at(-1)).toBe(`delete ${second}`);
+    expect(a.manager.record(String(none.uuid))).toMatchObject({ vm_state: 'active', task_state: null, fault: expect.stringMatching(/os_require_quiesce is set and the guest cannot be quiesced/) });
+  });
+
   test('a failed upload clears the task, records the fault and deletes the image', async () => {
     const glance = new RecordingGlance();
     glance.failUpload = new Error('Glance went away');
