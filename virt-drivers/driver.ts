@@ -192,6 +192,14 @@ export interface VirtDriver {
    */
   setAdminPassword(instance: InstanceRef, password: string): Promise<void>;
   /**
+   * Freezes a running guest's filesystems through its guest agent (nova's `quiesce`, before the
+   * volume snapshots of a volume-backed server's snapshot); `unquiesce` thaws them.
+   * @throws InstanceNotFoundError, InstanceStateError (not running), GuestAgentNotEnabledError, DriverError (the agent did not answer or refused)
+   */
+  quiesce(instance: InstanceRef): Promise<void>;
+  /** Thaws what `quiesce` froze; a guest not frozen is left as it is. @throws InstanceNotFoundError, GuestAgentNotEnabledError, DriverError */
+  unquiesce(instance: InstanceRef): Promise<void>;
+  /**
    * Plugs on this host whatever of `vifs` is not plugged (taps, OVS ports with their external_ids);
    * idempotent. The instance need not exist here (a move's destination before finish_migration or
    * pre_live_migration); when it does, its stored VIFs take the given ones' binding details. Used

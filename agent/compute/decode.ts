@@ -198,6 +198,11 @@ export const computeArgs = {
   migrateData: arg.optional(fromSchema('a LiveMigrateData (object primitive or plain object) or null', z.record(z.string(), z.unknown()).nullable(), (d) => (d ?? {}) as LiveMigrateData), {}),
   /** A string nova may leave out or send as null. */
   optionalString: arg.optional(arg.nullable(arg.string()), null),
+  /** `unquiesce_instance`'s `mapping`: the snapshot's block device mappings (absent or null: none). */
+  quiesceMapping: arg.optional(
+    fromSchema('a list of block device mappings or null', z.array(z.object({ source_type: z.string().nullish(), snapshot_id: z.string().nullish() }).passthrough()).nullable(), (l) => l ?? []),
+    [],
+  ),
   /** A password (`set_admin_password`'s `new_pass`): any string, even empty, never echoed in an error. */
   password: arg.from('a string', (v) => (typeof v === 'string' ? v : arg.refuse([{ path: [], problem: 'not a string' }]))),
   /** The Glance image a snapshot or backup fills (nova's API created it). */

@@ -42,6 +42,7 @@ import { ResizeFlows } from './resize';
 import { SnapshotFlows } from './snapshot';
 import { ShelveFlows } from './shelve';
 import { SoftDeleteFlows } from './soft-delete';
+import { QuiesceFlows } from './quiesce';
 import { LiveMigrationControl } from './live-control';
 import { RescueFlows } from './rescue';
 import type { GlanceImageWrites } from '../../virt-drivers/glance/api';
@@ -119,6 +120,8 @@ export class ComputeManager {
   readonly snapshots: SnapshotFlows;
   /** `shelve_instance`, `shelve_offload_instance`, `unshelve_instance`. */
   readonly shelving: ShelveFlows;
+  /** `quiesce_instance`, `unquiesce_instance` (a volume-backed server's snapshot). */
+  readonly quiescing: QuiesceFlows;
   /** `soft_delete_instance`, `restore_instance`, and the periodic reclaim. */
   readonly softDeletes: SoftDeleteFlows;
   /** `live_migration_abort`, `live_migration_force_complete` (never behind the instance's lock). */
@@ -176,6 +179,7 @@ export class ComputeManager {
       clock,
     });
     this.volumeAttach = new VolumeAttachFlows(this.context, { cinder, connector, owed });
+    this.quiescing = new QuiesceFlows(this.context, { cinder, clock });
     this.volumeSwap = new VolumeSwapFlows(this.context, { cinder, connector });
     this.lifecycle = new LifecycleFlows({ ...this.context, networking: this.networking, volumes: this.volumes });
     const volumeMoves = new VolumeMoves(this.context, { cinder, connector });

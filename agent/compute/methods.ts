@@ -128,6 +128,10 @@ export function computeMethods(m: ComputeManager): ComputeMethod[] {
     row('resume_instance', { instance: A.instanceRef }, (a, ctx) => m.power.resume(a.instance.uuid, ctx)),
     row('trigger_crash_dump', { instance: A.instanceRef }, (a, ctx) => m.power.crashDump(a.instance.uuid, ctx)),
     // A call with a password: never journaled (the password stays off the disk; the caller does not outlive a restart).
+    // Around a volume-backed server's snapshot (nova's API calls the first, casts the second).
+    // The freeze is never journaled: replayed after a restart, it would freeze a guest nobody thaws.
+    row('quiesce_instance', { instance: A.instanceRef }, (a) => m.quiescing.quiesce(a.instance.uuid), read),
+    row('unquiesce_instance', { instance: A.instanceRef, mapping: A.quiesceMapping }, (a, ctx) => m.quiescing.unquiesce(a.instance.uuid, a.mapping, ctx)),
     row('set_admin_password', { instance: A.instanceRef, new_pass: A.password }, (a, ctx) => setAdminPassword(m.context, a.instance.uuid, a.new_pass, ctx), read),
     row('snapshot_instance', { instance: A.instanceRef, image_id: A.imageId }, (a, ctx) => m.snapshots.snapshot(a.instance.uuid, a.image_id, ctx)),
     row('backup_instance', { instance: A.instanceRef, image_id: A.imageId, backup_type: A.backupType, rotation: A.rotation }, (a, ctx) =>

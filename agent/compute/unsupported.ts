@@ -5,9 +5,9 @@
  *
  * - a cast about an instance (`error`): the instance goes to ERROR, its task state cleared, with
  *   a fault naming the method (nova shows it in `GET /servers/<id>`);
- * - a cast that arrives in the middle of another operation (`log`: the unquiesce after a
- *   snapshot, a volume snapshot of a running guest's volume): logged
- *   and dropped, since putting the instance in ERROR would break the operation it belongs to;
+ * - a cast that arrives in the middle of another operation (`log`: a volume snapshot of a running
+ *   guest's volume): logged and dropped, since putting the instance in ERROR would break the
+ *   operation it belongs to;
  * - a call (`call`): the caller gets `NotImplementedError` (nova's API answers 501 for it).
  *
  * Each method takes nova's arguments as sent (every one optional and unread but `instance`), so a
@@ -43,7 +43,6 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   remove_fixed_ip_from_instance: cast('address'),
   allow_share: cast('share_mapping'),
   deny_share: cast('share_mapping'),
-  unquiesce_instance: sideCast('mapping'),
   volume_snapshot_create: sideCast('volume_id', 'create_info'),
   volume_snapshot_delete: sideCast('volume_id', 'snapshot_id', 'delete_info'),
   confirm_snapshot_based_resize_at_source: call('migration'),
@@ -56,7 +55,6 @@ export const UNSUPPORTED_METHODS: Readonly<Record<string, Unsupported>> = {
   // Zed's (removed in 2025.1).
   get_rdp_console: call('console_type'),
   get_mks_console: call('console_type'),
-  quiesce_instance: call(),
 };
 
 /** The fault a server gets for `method`. */

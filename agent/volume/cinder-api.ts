@@ -84,4 +84,16 @@ export interface CinderApi {
    * clients that predate it (benchmarks) never swap. @throws CinderNotFoundError, CinderRefusedError
    */
   migrateVolumeCompletion?(oldId: string, newId: string, error: boolean): Promise<string>;
+  /**
+   * `GET /v3/snapshots/{id}`: a volume snapshot's id and status (`creating` until Cinder has taken
+   * it). Optional: only the thaw after a volume-backed snapshot (`unquiesce_instance`) waits on
+   * one. @throws CinderNotFoundError
+   */
+  getSnapshot?(id: string): Promise<CinderSnapshot>;
+}
+
+/** A volume snapshot as `unquiesce_instance` reads it. */
+export interface CinderSnapshot {
+  readonly id: string;
+  readonly status: string;
 }

@@ -13,7 +13,7 @@ import type { Clock } from '../../lib/clock';
 import type { AuthProvider } from '../../tracker/placement/auth';
 import type { HttpTransport } from '../../tracker/placement/transport';
 import { JsonService, UUID_SEGMENT, type ServiceFailures } from '../openstack/json-service';
-import type { CinderApi, CinderAttachment, CinderVolume, VolumeConnector, VolumeSpec } from './cinder-api';
+import type { CinderApi, CinderAttachment, CinderSnapshot, CinderVolume, VolumeConnector, VolumeSpec } from './cinder-api';
 import { CinderAuthError, CinderConflictError, CinderError, CinderNotFoundError, CinderRefusedError, CinderResponseError, CinderUnavailableError } from './errors';
 
 /** The microversion of every request: attachments with `mode` (3.54) and `os-complete` (3.44). */
@@ -53,6 +53,7 @@ const answers = {
   volume: z.object({ volume }),
   attachment: z.object({ attachment }),
   completion: z.object({ save_volume_id: z.string() }),
+  snapshot: z.object({ snapshot: z.object({ id: z.string(), status: z.string() }) satisfies z.ZodType<CinderSnapshot, unknown> }),
 };
 
 const failures: ServiceFailures = {
@@ -78,6 +79,10 @@ export class CinderHttpClient implements CinderApi {
 
   async getVolume(id: string): Promise<CinderVolume> {
     return (await this.service.json('GET', `/volumes/${seg(id)}`, answers.volume)).volume;
+  }
+
+  async getSnapshot(id: string): Promise<CinderSnapshot> {
+    return (await this.service.json('GET', `/snapshots/${seg(id)}`, answers.snapshot)).snapshot;
   }
 
   async createVolume(spec: VolumeSpec): Promise<CinderVolume> {

@@ -287,6 +287,22 @@ export class FakeDriver implements VirtDriver {
     this.hypervisor.print(i, 'NMI received');
   }
 
+  /** Quiesced: the fake guest's agent "freezes" it (the console says so); a thaw says so too. */
+  async quiesce(instance: InstanceRef): Promise<void> {
+    await this.faults.before('quiesce');
+    const i = this.hypervisor.settled(instance, 'quiesce');
+    if (!i.imageMeta?.hw_qemu_guest_agent) throw new GuestAgentNotEnabledError(i.uuid);
+    if (i.powerState !== 'RUNNING') throw new InstanceStateError(i.uuid, i.powerState, 'quiesce');
+    this.hypervisor.print(i, 'filesystems frozen');
+  }
+
+  async unquiesce(instance: InstanceRef): Promise<void> {
+    await this.faults.before('unquiesce');
+    const i = this.hypervisor.settled(instance, 'unquiesce');
+    if (!i.imageMeta?.hw_qemu_guest_agent) throw new GuestAgentNotEnabledError(i.uuid);
+    if (i.powerState === 'RUNNING') this.hypervisor.print(i, 'filesystems thawed');
+  }
+
   /** The fake guest's agent answers when its image asked for one: the password is kept per account, and the guest prints that it changed. */
   async setAdminPassword(instance: InstanceRef, password: string): Promise<void> {
     await this.faults.before('setAdminPassword');

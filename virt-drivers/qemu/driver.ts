@@ -286,6 +286,8 @@ export class QemuDriver implements VirtDriver {
   async resume(instance: InstanceRef): Promise<void> { return suspension.resume(this.host, instance); }
   async triggerCrashDump(instance: InstanceRef): Promise<void> { return suspension.triggerCrashDump(this.host, instance); }
   async setAdminPassword(instance: InstanceRef, password: string): Promise<void> { return guestAgentOps.setAdminPassword(this.host, instance, password); }
+  async quiesce(instance: InstanceRef): Promise<void> { return guestAgentOps.setFrozen(this.host, instance, true); }
+  async unquiesce(instance: InstanceRef): Promise<void> { return guestAgentOps.setFrozen(this.host, instance, false); }
   async rescue(instance: InstanceRef, imageRef: string, cleanShutdown: boolean): Promise<void> { return rescuing.rescue(this.host, instance, imageRef, cleanShutdown); }
   async unrescue(instance: InstanceRef): Promise<void> { return rescuing.unrescue(this.host, instance); }
 

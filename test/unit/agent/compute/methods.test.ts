@@ -25,6 +25,8 @@ const NOVA_ARGS: Readonly<Record<string, readonly string[]>> = {
   soft_delete_instance: ['instance'],
   restore_instance: ['instance'],
   set_admin_password: ['instance', 'new_pass'],
+  quiesce_instance: ['instance'],
+  unquiesce_instance: ['instance', 'mapping'],
   prep_resize: ['instance', 'flavor', 'image', 'request_spec', 'filter_properties', 'node', 'migration', 'clean_shutdown', 'host_list'],
   resize_instance: ['instance', 'migration', 'image', 'flavor', 'clean_shutdown', 'request_spec'],
   // `bdms` on finish_resize, finish_revert_resize and pre_live_migration: the agent's own (nova's
@@ -133,7 +135,7 @@ test("nova's compute API is served at 6.4 (2025.1), the agent's own namespace at
   expect([dispatcher.servedVersion(), dispatcher.servedVersion('compute_agent', 1), dispatcher.servedVersion('baseapi', 1)]).toEqual(['6.4', '1.0', '1.1']);
   expect(methods.filter((m) => m.namespace === 'compute_agent').map((m) => m.name)).toEqual(['confirm_resize_at_destination', 'list_instances', 'show_instance']);
   const served = methods.filter((m) => !(m.name in UNSUPPORTED_METHODS));
-  expect(served.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'set_admin_password', 'get_vnc_console', 'get_serial_console', 'validate_console_port', 'get_console_output', 'inject_network_info', 'get_diagnostics', 'get_instance_diagnostics', 'list_instances', 'show_instance', 'external_instance_event', 'check_instance_shared_storage', 'live_migration_abort', 'live_migration_force_complete']);
+  expect(served.filter((m) => !m.journaled).map((m) => m.name)).toEqual(['check_can_live_migrate_source', 'quiesce_instance', 'set_admin_password', 'get_vnc_console', 'get_serial_console', 'validate_console_port', 'get_console_output', 'inject_network_info', 'get_diagnostics', 'get_instance_diagnostics', 'list_instances', 'show_instance', 'external_instance_event', 'check_instance_shared_storage', 'live_migration_abort', 'live_migration_force_complete']);
 });
 
 test('every compute method takes 6.0 to 6.4 (what Zed and 2025.1 send); 6.5 is refused as unsupported, a method nova does not send as unknown', async () => {

@@ -105,13 +105,13 @@ test('each unimplemented cast about an instance puts it in ERROR with a fault na
   }
 });
 
-test("a call gets NotImplementedError and leaves the instance as it was; a side cast (an unquiesce) is only logged", async () => {
+test("a call gets NotImplementedError and leaves the instance as it was; a side cast (a volume snapshot's) is only logged", async () => {
   const { host, run } = await setup();
   const inst = instanceArgs();
   const uuid = String(inst.uuid);
   await run(req('build_and_run_instance', { instance: inst }));
   await expect(run(req('get_spice_console', { instance: { uuid }, console_type: 'spice-html5' }, true))).rejects.toMatchObject({ method: 'get_spice_console' });
-  await expect(run(req('unquiesce_instance', { instance: { uuid }, mapping: null }))).rejects.toMatchObject({ method: 'unquiesce_instance' });
+  await expect(run(req('volume_snapshot_delete', { instance: { uuid }, volume_id: randomUUID(), snapshot_id: randomUUID(), delete_info: {} }))).rejects.toMatchObject({ method: 'volume_snapshot_delete' });
   expect(host.manager.record(uuid)).toMatchObject({ vm_state: 'active', task_state: null });
   expect(host.manager.record(uuid)?.fault).toBeUndefined();
   await expect(run(req('external_instance_event', { instances: [{ uuid }], events: [{ instance_uuid: uuid, name: 'network-vif-plugged', tag: randomUUID(), status: 'completed' }] }))).resolves.toBeUndefined();

@@ -104,6 +104,18 @@ describe('CinderHttpClient: what it sends', () => {
     expect(await c.getVolume(VOL)).toEqual({ id: VOL, status: 'available', size: 1, multiattach: false, bootable: false });
   });
 
+  test("a volume snapshot's status, as Cinder 2025.1 shows one (fields beyond id and status dropped); a missing one is not found", async () => {
+    const { c } = client();
+    const SNAP = '0c1e5b5a-3f0e-4b7e-9a0f-2d3c4b5a6978';
+    nock(BASE)
+      .get(`/snapshots/${SNAP}`)
+      .reply(200, { snapshot: { id: SNAP, status: 'creating', size: 1, volume_id: VOL, name: 'snapshot for vm', metadata: {}, created_at: '2026-11-29T09:20:00.000000' } })
+      .get('/snapshots/gone')
+      .reply(404, { itemNotFound: { code: 404, message: 'Snapshot gone could not be found.' } });
+    expect(await c.getSnapshot(SNAP)).toEqual({ id: SNAP, status: 'creating' });
+    await expect(c.getSnapshot('gone')).rejects.toBeInstanceOf(CinderNotFoundError);
+  });
+
   test('an id that could change the route, and a size that is no volume, are refused before anything is sent', async () => {
     const { c } = client();
     await expect(c.getVolume('../attachments')).rejects.toBeInstanceOf(CinderError);
