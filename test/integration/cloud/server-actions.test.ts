@@ -20,7 +20,11 @@
 //   disk and allocation kept; unshelve (nova's conductor casts start_instance) runs it again
 //   there, ACTIVE, and the snapshot image is deleted;
 // - rescue and unrescue of the net guest: RESCUE, the rescue system reads, on its second disk, the
-//   token the guest wrote on its own disk; ACTIVE again, booted from its own disk, token intact.
+//   token the guest wrote on its own disk; ACTIVE again, booted from its own disk, token intact;
+// - changePassword: the net guest (its image asks for QEMU's guest agent) gets root's new password
+//   through qemu-ga, its crypt(3) hash on the console matching the password sent, and a snapshot of
+//   it is quiesced (frozen through qemu-ga, then thawed); the tick guest (no agent) is refused with
+//   409, left ACTIVE with no task;
 // - soft delete through the cloud's soft-deleting nova-api (reclaim_instance_interval): SOFT_DELETED
 //   with its QEMU gone and its disk and allocation kept; restored, ACTIVE and booted again; soft-
 //   deleted once more, deleted for good by its host once the interval is over (no server, no
@@ -135,6 +139,12 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
     expect(all.filter((n) => n === 0)).toHaveLength(1); // resumed, never booted again
     expect(all.slice(all.indexOf(suspended)).every((n, i) => n === suspended + i)).toBe(true); // no tick lost or repeated
 
+    // No guest agent in the tick image: nova's 409, the server as it was.
+    const refused = await cloud.call('nova', 'POST', `/servers/${id}/action`, { changePassword: { adminPass: 'not-set-1' } });
+    expect(refused.status).toBe(409);
+    expect(JSON.stringify(refused.body)).toMatch(/Guest agent is not enabled for the instance/);
+    expect(await cloud.server(id)).toMatchObject({ status: 'ACTIVE', 'OS-EXT-STS:task_state': null });
+
     await act(id, { trigger_crash_dump: null }, '2.17');
     await waitUntil('the crash dump action finishes', async () => !!(await actionEvent(id, 'trigger_crash_dump', 'compute_trigger_crash_dump'))?.finish_time, 30_000);
     expect((await actionEvent(id, 'trigger_crash_dump', 'compute_trigger_crash_dump'))?.result).toBe('Success');
@@ -214,7 +224,7 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
     expect(qemuPid(s.id)).toBeGreaterThan(0);
   });
 
-  test('rescue and unrescue through nova’s API: the rescue system sees the guest’s own disk as its second disk; unrescued, the guest boots from it again', async () => {
+  test('rescue and unrescue through nova’s API: the rescue system sees the guest’s own disk as its second disk; unrescued, the guest boots from it again; changePassword sets root’s password through the guest agent; a snapshot is quiesced', async () => {
     const [, hostB = ''] = cloud.hosts;
     const s = { id: await boot('actions-rescue', hostB, netImage) };
     /** The disk events of the guest's last boot, and how many boots the console shows. */
@@ -241,6 +251,32 @@ suite('server actions through nova’s API on real guests (scripts/cloud)', () =
     let after = await lastBoot();
     await waitUntil('the guest boots from its own disk again, the token intact', async () => (after = await lastBoot()).boots > rescued && holds(after.events, 'vda', 'read', token) !== undefined, 120_000);
     expect(after.events.some((e) => e.disk === 'vdb')).toBe(false);
+
+    // The net guest's image sets hw_qemu_guest_agent: qemu-ga runs on its channel after each boot.
+    const lastBootText = async (): Promise<string> => (await cloud.consoleOf(s.id, 400)).split('net-guest: init').at(-1) ?? '';
+    await waitUntil('qemu-ga runs in the guest', async () => (await lastBootText()).includes('net-guest: qemu-ga on'), 60_000);
+    const password = `pw:${Date.now()} wörd`;
+    const t1 = Date.now();
+    await act(s.id, { changePassword: { adminPass: password } });
+    let hash = '';
+    await waitUntil('the guest reports its new root password', async () => (hash = /net-guest: password of root set: (\S+)/.exec(await lastBootText())?.[1] ?? '') !== '', 60_000);
+    log(`changePassword through nova's API to the guest's /etc/shadow: ${Date.now() - t1} ms`);
+    const salt = hash.split('$')[2] ?? '';
+    expect(execFileSync('openssl', ['passwd', '-6', '-salt', salt, password], { encoding: 'utf8' }).trim()).toBe(hash);
+    expect(await cloud.settled(s.id, 'ACTIVE', 30_000)).toMatchObject({ 'OS-EXT-STS:task_state': null });
+
+    // A snapshot of it is quiesced: its filesystems frozen through qemu-ga for the copy's start, then thawed.
+    const created = await cloud.call('nova', 'POST', `/servers/${s.id}/action`, { createImage: { name: `quiesced-${s.id.slice(0, 8)}` } }, '2.45');
+    expect(created.status).toBe(202);
+    images.push(String((created.body as { image_id?: string }).image_id));
+    await cloud.settled(s.id, 'ACTIVE', 120_000);
+    const agentSaid = cloud
+      .agentLog(hostB)
+      .split('\n')
+      .filter((l) => l.includes(s.id))
+      .map((l) => (JSON.parse(l) as { msg: string }).msg);
+    expect(agentSaid).toEqual(expect.arrayContaining(['guest filesystems frozen for a snapshot', 'guest filesystems thawed']));
+    expect(agentSaid.filter((m) => m === 'root disk copied for a snapshot')).toHaveLength(1);
   });
 
   test('the agent SIGKILLed in the middle of a suspend and started again: the suspend completes, SUSPENDED; resumed, the guest counts on', async () => {

@@ -10,6 +10,9 @@
 //   node and no local disk) and writes its token on it; the cephx key is on no command line and
 //   in no agent log line. A hard reboot of one and a stop/start of the other boot the guest again
 //   from the volume, and it reads back the token it wrote.
+// - A snapshot of one of them (createImage of a server booted from a volume): the guest, whose
+//   image asks for QEMU's guest agent, quiesced through qemu-ga while Cinder snapshots its volume
+//   and thawed once the snapshot is taken; the image names the volume snapshot.
 // - A 1 GiB data volume attached to the running server on one host appears in its guest, which
 //   writes a token; extended to 2 GiB through Cinder (in-use extend, nova's volume-extended
 //   event), the guest sees the new size; detached, the guest loses the disk and the volume is
@@ -181,6 +184,32 @@ suite('servers booted from Cinder volumes on Ceph through nova’s API (scripts/
       expect(await tokenOf(id, 'vda')).toEqual({ disk: 'vda', kind: 'read', token: tokens.get(id) });
     }
     log(`hard reboot and stop/start to the tokens read back: ${((Date.now() - t1) / 1000).toFixed(1)} s`);
+  });
+
+  test('createImage of a server booted from a volume: its guest quiesced through qemu-ga while Cinder snapshots the volume, thawed once the snapshot is taken', async () => {
+    const host = (await show(kept))?.['OS-EXT-SRV-ATTR:host'] ?? '';
+    await waitUntil('qemu-ga runs in the guest', async () => ((await consoleOf(kept)).split('net-guest: init').at(-1) ?? '').includes('net-guest: qemu-ga on'), 60_000);
+    const created = await cloud.call('nova', 'POST', `/servers/${kept}/action`, { createImage: { name: `bfv-snap-${kept.slice(0, 8)}` } }, '2.45');
+    expect(created.status).toBe(202);
+    const image = String((created.body as { image_id?: string }).image_id);
+    const said = (): string[] =>
+      cloud
+        .agentLog(host)
+        .split('\n')
+        .filter((l) => l.includes(kept))
+        .map((l) => (JSON.parse(l) as { msg: string }).msg);
+    await waitUntil('the agent thaws the guest after the volume snapshot', async () => said().includes('unquiesced after its volume snapshots'), 120_000);
+    const msgs = said();
+    expect(msgs.indexOf('quiesced for a volume snapshot')).toBeGreaterThanOrEqual(0);
+    expect(msgs.indexOf('quiesced for a volume snapshot')).toBeLessThan(msgs.lastIndexOf('unquiesced after its volume snapshots'));
+    const img = await cloud.must<{ block_device_mapping?: string }>('glance', 'GET', `/v2/images/${image}`);
+    const snapshotId = (JSON.parse(img.block_device_mapping ?? '[]') as Array<{ snapshot_id?: string }>).find((m) => m.snapshot_id)?.snapshot_id ?? '';
+    expect(snapshotId).not.toBe('');
+    await waitUntil('the volume snapshot is available', async () => (await cloud.must<{ status: string }>('cinder', 'GET', `/snapshots/${snapshotId}`, undefined, 'snapshot')).status === 'available', 60_000);
+    expect(await settled(kept, 'ACTIVE')).toBeDefined();
+    await cloud.call('glance', 'DELETE', `/v2/images/${image}`);
+    await cloud.call('cinder', 'DELETE', `/snapshots/${snapshotId}`);
+    await waitUntil('the volume snapshot is deleted', async () => (await cloud.call('cinder', 'GET', `/snapshots/${snapshotId}`)).status === 404, 60_000);
   });
 
   test('a data volume: attached live it appears in the guest, which writes to it; extended, the guest sees it grow; detached, then attached on the other host, that guest reads the data back', async () => {
