@@ -164,3 +164,6 @@ export interface Transition<Step extends string = string> {
   /** nova mode; absent: nova-compute writes nothing (the API already did, or nova has no such step). */
   readonly nova?: NovaWrites;
 }
+
+/** A group of rows, each `onFailure` naming a row of the same group (the table and its parts are made with it). */
+export const transitionTable = <T extends { readonly [K in keyof T]: Transition<Extract<keyof T, string>> }>(rows: T): T => rows;

@@ -6,7 +6,9 @@
  * writes through nova-conductor (nova `compute/manager.py`; docs/nova-control-plane.md lists them
  * per step).
  *
- * A new compute method adds rows here. Flows call `transition` (refuses a step the instance's
+ * A new compute method adds rows here; the steps that change a guest's power where it is (stop,
+ * start, reboot, pause, suspend, the crash dump, the power sync, soft delete, the admin password)
+ * have theirs in `transitions-power.ts`, spread into this one table. Flows call `transition` (refuses a step the instance's
  * state does not allow, with InvalidStateError, and sets the new state), `check` (the refusal
  * alone, for a step whose state is set later or whose record is dropped), `arrival` (the first
  * state of an instance new to this host) and `failureOf`; control planes read the row of the step
@@ -17,42 +19,28 @@
  * to resume a move (their own markers, not the instance's state).
  */
 import { describeState, InvalidStateError, POWER_STATE, type InstanceRecord, type VmState } from '../../model/instance';
-import { OPERATIONS, type StatePattern, type Transition } from './transition-types';
+import { OPERATIONS, transitionTable as table, type StatePattern, type Transition } from './transition-types';
+import { POWER_TRANSITIONS } from './transitions-power';
 
 export * from './transition-types';
 
 /** Keeps each row's `onFailure` to a step of the same table. */
-const table = <T extends { readonly [K in keyof T]: Transition<Extract<keyof T, string>> }>(rows: T): T => rows;
 
 const BUILD = 'compute__do_build_and_run_instance';
 const DELETE = 'compute_terminate_instance';
-const SOFT_DELETE = 'compute_soft_delete_instance';
-const RESTORE = 'compute_restore_instance';
-const SET_PASSWORD = 'compute_set_admin_password';
 const MOVED = ['active', 'stopped'] as const;
 /** nova's API live-migrates ACTIVE and PAUSED servers. */
 const LIVE = ['active', 'paused'] as const;
 /** The Instance fields nova copies from a flavor (`_set_instance_info`), from the new or the old flavor. */
 const NEW_SIZES = { instance_type_id: 'new_flavor_field', memory_mb: 'new_flavor_field', vcpus: 'new_flavor_field', root_gb: 'new_flavor_field', ephemeral_gb: 'new_flavor_field' } as const;
 const OLD_SIZES = { instance_type_id: 'old_flavor_field', memory_mb: 'old_flavor_field', vcpus: 'old_flavor_field', root_gb: 'old_flavor_field', ephemeral_gb: 'old_flavor_field' } as const;
-const STOP = 'compute_stop_instance';
-const START = 'compute_start_instance';
-const REBOOT = 'compute_reboot_instance';
 const REBUILD = 'compute_rebuild_instance';
-/** nova's API reboots ACTIVE servers, and STOPPED, PAUSED, SUSPENDED and ERROR ones hard (`ALLOW_HARD_REBOOT`). */
-const REBOOTABLE = ['active', 'stopped', 'paused', 'suspended', 'error'] as const;
-const REBOOTING = ['reboot_started', 'reboot_started_hard'] as const;
 const ATTACH = 'compute_attach_interface';
 const DETACH = 'compute_detach_interface';
 const ATTACH_VOLUME = 'compute_attach_volume';
 const DETACH_VOLUME = 'compute_detach_volume';
 /** nova's API attaches and detaches interfaces of ACTIVE, PAUSED and STOPPED servers with no task. */
 const INTERFACES = { vm: ['active', 'paused', 'stopped'], task: [null], move: 'none' } as const satisfies StatePattern;
-const PAUSE = 'compute_pause_instance';
-const UNPAUSE = 'compute_unpause_instance';
-const SUSPEND = 'compute_suspend_instance';
-const RESUME = 'compute_resume_instance';
-const CRASH_DUMP = 'compute_trigger_crash_dump';
 const SNAPSHOT = 'compute_snapshot_instance';
 const BACKUP = 'compute_backup_instance';
 /** nova's API snapshots and backs up ACTIVE, STOPPED, PAUSED and SUSPENDED servers. */
@@ -69,10 +57,6 @@ const RESCUE = 'compute_rescue_instance';
 const UNRESCUE = 'compute_unrescue_instance';
 /** A snapshot's or backup's task states on this host (a replay finds any of them). */
 const IMAGING = ['image_snapshot', 'image_backup', 'image_pending_upload', 'image_uploading'] as const;
-/** nova's API triggers a crash dump of these (`ALLOW_TRIGGER_CRASH_DUMP`). */
-const CRASH_DUMPABLE = { vm: ['active', 'paused', 'rescued', 'resized', 'error'], task: [null], move: 'none' } as const satisfies StatePattern;
-/** nova's reboot task states (`soft_reboot_states`, `hard_reboot_states`): a soft reboot of a guest that is down is done hard, so either may be found. */
-const NOVA_REBOOTING = ['rebooting', 'reboot_pending', 'reboot_started', 'rebooting_hard', 'reboot_pending_hard', 'reboot_started_hard'];
 
 export const TRANSITIONS = table({
   // ---- build: nova's instance claim, then spawn ----
@@ -120,20 +104,6 @@ export const TRANSITIONS = table({
     method: 'terminate_instance', from: { vm: 'any', task: ['deleting'] }, to: { vm: 'error', task: null }, notify: 'ERROR',
     nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], event: { name: DELETE, phase: 'finish', failure: 'delete failed' } },
   },
-  // ---- soft delete and restore (`soft-delete.ts`; nova's API set soft-deleting or restoring) ----
-  'soft_delete.start': { method: 'soft_delete_instance', from: { vm: 'any', task: [null, 'soft-deleting'], move: 'none' }, to: { task: 'soft-deleting' }, onFailure: 'soft_delete.revert', notify: 'INFO', nova: { event: { name: SOFT_DELETE, phase: 'start' } } },
-  /** The guest powered off at once; disks, ports, volumes and allocations kept until a restore or the reclaim. */
-  'soft_delete.end': {
-    method: 'soft_delete_instance', from: { vm: 'any', task: ['soft-deleting'], move: 'none' }, to: { vm: 'soft-delete', task: null, power: 'shutdown' }, notify: 'INFO',
-    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: ['soft-deleting'] }], event: { name: SOFT_DELETE, phase: 'finish' } },
-  },
-  'soft_delete.revert': { method: 'soft_delete_instance', from: { vm: 'any', task: ['soft-deleting'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: SOFT_DELETE, phase: 'finish', failure: 'soft delete failed' } } },
-  'restore.start': { method: 'restore_instance', from: { vm: ['soft-delete'], task: [null, 'restoring'], move: 'none' }, to: { task: 'restoring' }, onFailure: 'restore.revert', notify: 'INFO', nova: { event: { name: RESTORE, phase: 'start' } } },
-  'restore.end': {
-    method: 'restore_instance', from: { vm: ['soft-delete'], task: ['restoring'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
-    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'restoring' }], event: { name: RESTORE, phase: 'finish' } },
-  },
-  'restore.revert': { method: 'restore_instance', from: { vm: 'any', task: ['restoring'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: RESTORE, phase: 'finish', failure: 'restore failed' } } },
   // ---- cold migration and resize: prep_resize on the destination ----
   'resize_prep.start': { method: 'prep_resize', from: 'new', to: { vm: 'old', task: 'resize_prep' }, onFailure: 'resize_prep.error', notify: 'INFO' },
   'resize_prep.end': {
@@ -207,77 +177,8 @@ export const TRANSITIONS = table({
     method: 'live_migration', from: { vm: LIVE, task: ['migrating'], move: 'source' }, to: { task: null }, notify: 'INFO',
     nova: { migration: { status: 'error', orLatest: true }, instance: [{ set: { task_state: 'state', progress: 0 }, expected: ['migrating'] }], usage: true },
   },
-  // ---- stop, start, reboot (nova's API set powering-off, powering-on or rebooting(_hard) before the cast) ----
-  'power_off.start': { method: 'stop_instance', from: { vm: ['active', 'stopped', 'error'], task: [null, 'powering-off'], move: 'none' }, to: { task: 'powering-off' }, onFailure: 'power_off.revert', notify: 'INFO', nova: { event: { name: STOP, phase: 'start' } } },
-  'power_off.end': {
-    method: 'stop_instance', from: { vm: ['active', 'stopped', 'error'], task: ['powering-off'], move: 'none' }, to: { vm: 'stopped', task: null, power: 'shutdown' }, notify: 'INFO',
-    // nova also expects no task when the guest was already off (`stop_instance`).
-    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: ['powering-off', null] }], event: { name: STOP, phase: 'finish' } },
-  },
-  /** The driver failed: the task is cleared, the state kept, the fault recorded (nova's `reverts_task_state` and `wrap_instance_fault`). */
-  'power_off.revert': { method: 'stop_instance', from: { vm: 'any', task: ['powering-off'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: STOP, phase: 'finish', failure: 'stop failed' } } },
-  'power_on.start': { method: 'start_instance', from: { vm: ['stopped'], task: [null, 'powering-on'], move: 'none' }, to: { task: 'powering-on' }, onFailure: 'power_on.revert', notify: 'INFO', nova: { event: { name: START, phase: 'start' } } },
-  'power_on.end': {
-    method: 'start_instance', from: { vm: ['stopped'], task: ['powering-on'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
-    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'powering-on' }], event: { name: START, phase: 'finish' } },
-  },
-  /** Unshelve of a SHELVED server still here: nova's conductor casts start_instance (task powering-on). */
-  'power_on.shelved_start': { method: 'start_instance', from: { vm: ['shelved'], task: [null, 'powering-on'], move: 'none' }, to: { task: 'powering-on' }, onFailure: 'power_on.revert', notify: 'INFO', nova: { event: { name: START, phase: 'start' } } },
-  /** Started again: ACTIVE, the shelved keys out of system_metadata (the snapshot image is then deleted). */
-  'power_on.shelved_end': {
-    method: 'start_instance', from: { vm: ['shelved'], task: ['powering-on'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
-    nova: { instance: [{ set: { system_metadata: 'unshelved_sysmeta', power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'powering-on' }], event: { name: START, phase: 'finish' } },
-  },
-  'power_on.revert': { method: 'start_instance', from: { vm: 'any', task: ['powering-on'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: START, phase: 'finish', failure: 'start failed' } } },
-  'reboot.start': {
-    method: 'reboot_instance', from: { vm: REBOOTABLE, task: [null, 'reboot_started'], move: 'none' }, to: { task: 'reboot_started' }, onFailure: 'reboot.error', notify: 'INFO',
-    nova: { instance: [{ set: { task_state: 'state' }, expected: NOVA_REBOOTING }], event: { name: REBOOT, phase: 'start' } },
-  },
-  'reboot_hard.start': {
-    method: 'reboot_instance', from: { vm: REBOOTABLE, task: [null, 'reboot_started_hard'], move: 'none' }, to: { task: 'reboot_started_hard' }, onFailure: 'reboot.error', notify: 'INFO',
-    nova: { instance: [{ set: { task_state: 'state' }, expected: NOVA_REBOOTING }], event: { name: REBOOT, phase: 'start' } },
-  },
-  /** Rebooted, or failed with the guest still running (then with the fault, as nova records it). */
-  'reboot.end': {
-    method: 'reboot_instance', from: { vm: REBOOTABLE, task: REBOOTING, move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
-    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: REBOOT, phase: 'finish' } },
-  },
-  /** The reboot failed and the guest is not running: ERROR (nova's `_set_instance_obj_error_state`). */
-  'reboot.error': {
-    method: 'reboot_instance', from: { vm: REBOOTABLE, task: REBOOTING, move: 'none' }, to: { vm: 'error', task: null }, notify: 'ERROR',
-    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: REBOOT, phase: 'finish', failure: 'reboot failed' } },
-  },
-  // ---- pause, unpause, suspend, resume (nova's API set the task state before the cast; `power.ts`) ----
-  'pause.start': { method: 'pause_instance', from: { vm: ['active'], task: [null, 'pausing'], move: 'none' }, to: { task: 'pausing' }, onFailure: 'pause.revert', notify: 'INFO', nova: { event: { name: PAUSE, phase: 'start' } } },
-  'pause.end': {
-    method: 'pause_instance', from: { vm: ['active'], task: ['pausing'], move: 'none' }, to: { vm: 'paused', task: null, power: 'paused' }, notify: 'INFO',
-    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'pausing' }], event: { name: PAUSE, phase: 'finish' } },
-  },
-  /** The driver failed: the task cleared, the state kept, the fault recorded (nova's `reverts_task_state`, `wrap_instance_fault`). */
-  'pause.revert': { method: 'pause_instance', from: { vm: 'any', task: ['pausing'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: PAUSE, phase: 'finish', failure: 'pause failed' } } },
-  'unpause.start': { method: 'unpause_instance', from: { vm: ['paused'], task: [null, 'unpausing'], move: 'none' }, to: { task: 'unpausing' }, onFailure: 'unpause.revert', notify: 'INFO', nova: { event: { name: UNPAUSE, phase: 'start' } } },
-  'unpause.end': {
-    method: 'unpause_instance', from: { vm: ['paused'], task: ['unpausing'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
-    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'unpausing' }], event: { name: UNPAUSE, phase: 'finish' } },
-  },
-  'unpause.revert': { method: 'unpause_instance', from: { vm: 'any', task: ['unpausing'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { task_state: 'state' } }], fault: true, event: { name: UNPAUSE, phase: 'finish', failure: 'unpause failed' } } },
-  'suspend.start': { method: 'suspend_instance', from: { vm: ['active'], task: [null, 'suspending'], move: 'none' }, to: { task: 'suspending' }, onFailure: 'suspend.revert', notify: 'INFO', nova: { event: { name: SUSPEND, phase: 'start' } } },
-  'suspend.end': {
-    method: 'suspend_instance', from: { vm: ['active'], task: ['suspending'], move: 'none' }, to: { vm: 'suspended', task: null, power: 'suspended' }, notify: 'INFO',
-    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'suspending' }], event: { name: SUSPEND, phase: 'finish' } },
-  },
-  /** nova's `_error_out_instance_on_exception(instance_state=vm_state)`: the state kept, the task cleared, the fault recorded. */
-  'suspend.revert': { method: 'suspend_instance', from: { vm: 'any', task: ['suspending'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: SUSPEND, phase: 'finish', failure: 'suspend failed' } } },
-  'resume.start': { method: 'resume_instance', from: { vm: ['suspended'], task: [null, 'resuming'], move: 'none' }, to: { task: 'resuming' }, onFailure: 'resume.revert', notify: 'INFO', nova: { event: { name: RESUME, phase: 'start' } } },
-  'resume.end': {
-    method: 'resume_instance', from: { vm: ['suspended'], task: ['resuming'], move: 'none' }, to: { vm: 'active', task: null, power: 'running' }, notify: 'INFO',
-    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: 'resuming' }], event: { name: RESUME, phase: 'finish' } },
-  },
-  'resume.revert': { method: 'resume_instance', from: { vm: 'any', task: ['resuming'], move: 'none' }, to: { task: null }, notify: 'ERROR', nova: { instance: [{ set: { vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: RESUME, phase: 'finish', failure: 'resume failed' } } },
-  // ---- a crash dump (an NMI): no state changes; a failure records the fault ----
-  'trigger_crash_dump.start': { method: 'trigger_crash_dump', from: CRASH_DUMPABLE, to: {}, onFailure: 'trigger_crash_dump.error', notify: 'INFO', nova: { event: { name: CRASH_DUMP, phase: 'start' } } },
-  'trigger_crash_dump.end': { method: 'trigger_crash_dump', from: CRASH_DUMPABLE, to: {}, notify: 'INFO', nova: { event: { name: CRASH_DUMP, phase: 'finish' } } },
-  'trigger_crash_dump.error': { method: 'trigger_crash_dump', from: CRASH_DUMPABLE, to: {}, notify: 'ERROR', nova: { fault: true, event: { name: CRASH_DUMP, phase: 'finish', failure: 'crash dump failed' } } },
+  // ---- the power steps, soft delete, the admin password (`transitions-power.ts`) ----
+  ...POWER_TRANSITIONS,
   // ---- snapshot and backup to Glance (`snapshot.ts`; nova's API set image_snapshot_pending or image_backup and created the image) ----
   'snapshot.start': {
     method: 'snapshot_instance', from: { vm: SNAPSHOTTABLE, task: [null, ...IMAGING], move: 'none' }, to: { task: 'image_snapshot' }, onFailure: 'snapshot.revert', notify: 'INFO',
@@ -417,14 +318,6 @@ export const TRANSITIONS = table({
     method: 'rebuild_instance', from: { vm: 'any', task: ['rebuild_spawning'], move: 'none' }, to: { vm: 'error', task: null, power: 'nostate' }, notify: 'ERROR',
     nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' } }], fault: true, event: { name: REBUILD, phase: 'finish', failure: 'rebuild failed' } },
   },
-  // ---- the periodic power-state sync (nova's `_sync_power_states`) ----
-  /** The driver's power state differs from the recorded one: recorded. */
-  'power_sync.state': { method: '_sync_power_states', from: { vm: ['active', 'stopped', 'paused', 'suspended', 'rescued'], task: [null], move: 'none' }, to: {}, notify: 'none', nova: { instance: [{ set: { power_state: 'state' }, expected: [null] }] } },
-  /** The guest of an ACTIVE or PAUSED instance shut down or crashed: STOPPED (nova stops it through its API). */
-  'power_sync.stopped': {
-    method: '_sync_power_states', from: { vm: ['active', 'paused'], task: [null], move: 'none' }, to: { vm: 'stopped', task: null, power: 'shutdown' }, notify: 'INFO',
-    nova: { instance: [{ set: { power_state: 'state', vm_state: 'state', task_state: 'state' }, expected: [null] }] },
-  },
   // ---- attach and detach an interface (`interfaces.ts`): no state changes; a failure records the fault ----
   'interface_attach.start': { method: 'attach_interface', from: INTERFACES, to: {}, onFailure: 'interface_attach.error', notify: 'INFO', nova: { event: { name: ATTACH, phase: 'start' } } },
   'interface_attach.end': { method: 'attach_interface', from: INTERFACES, to: {}, notify: 'INFO', nova: { event: { name: ATTACH, phase: 'finish' } } },
@@ -439,14 +332,6 @@ export const TRANSITIONS = table({
   'volume_detach.start': { method: 'detach_volume', from: INTERFACES, to: {}, onFailure: 'volume_detach.error', notify: 'INFO', nova: { event: { name: DETACH_VOLUME, phase: 'start' } } },
   'volume_detach.end': { method: 'detach_volume', from: INTERFACES, to: {}, notify: 'INFO', nova: { event: { name: DETACH_VOLUME, phase: 'finish' } } },
   'volume_detach.error': { method: 'detach_volume', from: INTERFACES, to: {}, notify: 'ERROR', nova: { fault: true, event: { name: DETACH_VOLUME, phase: 'finish', failure: 'detach failed' } } },
-  // ---- a new admin password through the guest agent (`admin-password.ts`; a call: nova's API set updating_password) ----
-  'set_admin_password.start': { method: 'set_admin_password', from: { vm: 'any', task: [null], move: 'none' }, to: {}, onFailure: 'set_admin_password.error', notify: 'none', nova: { event: { name: SET_PASSWORD, phase: 'start' } } },
-  'set_admin_password.end': { method: 'set_admin_password', from: { vm: 'any', task: [null], move: 'none' }, to: {}, notify: 'none', nova: { instance: [{ set: { task_state: null }, expected: ['updating_password'] }], event: { name: SET_PASSWORD, phase: 'finish' } } },
-  /** Refused or failed: nova's task cleared, the fault recorded (nova's `wrap_instance_fault`); the caller gets the error. */
-  'set_admin_password.error': {
-    method: 'set_admin_password', from: { vm: 'any', task: [null], move: 'none' }, to: {}, notify: 'none',
-    nova: { instance: [{ set: { task_state: null }, expected: ['updating_password'] }], fault: true, event: { name: SET_PASSWORD, phase: 'finish', failure: 'set admin password failed' } },
-  },
   // ---- a compute method the agent does not implement (`unsupported.ts`) ----
   /** A cast: the instance goes to ERROR, its task cleared, with a fault naming the method. */
   'unsupported.error': {
