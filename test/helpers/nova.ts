@@ -32,6 +32,13 @@ export interface NovaStackOptions {
    * user's password, and where the API client gets its token.
    */
   readonly keystone?: { readonly url: string; readonly servicePassword: string; readonly token: () => Promise<string> };
+  /**
+   * nova's databases (scripts/nova-stack's NOVA_DB): SQLite by default; `postgres`, the machine's
+   * PostgreSQL, for a test whose requests race nova's own writes (SQLite answers "database is
+   * locked" after some of a request's writes were committed, and a retry then finds the action
+   * half done).
+   */
+  readonly db?: 'sqlite' | 'postgres';
 }
 
 /** One private control plane: start with `up`, map hosts with `discover`, remove with `down`. */
@@ -55,6 +62,7 @@ export class NovaStack {
       NOVA_VHOST: this.vhost,
       NOVA_DIR: join(this.dir, 'nova'),
       NOVA_SERVICE_DOWN_TIME: String(opts.serviceDownTime ?? 60),
+      NOVA_DB: opts.db ?? 'sqlite',
       ...(opts.glanceUrl === undefined ? {} : { GLANCE_URL: opts.glanceUrl }),
       ...(opts.keystone === undefined ? {} : { KEYSTONE_URL: opts.keystone.url, KEYSTONE_SERVICE_PASSWORD: opts.keystone.servicePassword }),
       PLACEMENT_PORT: new URL(PLACEMENT_URL).port || '80',

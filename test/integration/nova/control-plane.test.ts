@@ -23,7 +23,9 @@ jest.setTimeout(600_000);
 const SERVICE_DOWN_TIME = OPENSTACK_RELEASE === '2025.1' ? 60 : 20;
 const FLAVOR = 'ca-tiny';
 const placement = placementClient();
-const stack = new NovaStack({ serviceDownTime: SERVICE_DOWN_TIME });
+// PostgreSQL: on SQLite a revertResize raced nova's own writes under load ("database is locked"
+// after its task state was committed), and the client's retry found the revert under way.
+const stack = new NovaStack({ serviceDownTime: SERVICE_DOWN_TIME, db: 'postgres' });
 const tag = String(stack.apiPort);
 const a = new NovaAgent(`nova-a-${tag}`, stack.transportUrl, { vcpus: 16, memory_mb: 32768, disk_gb: 200 }, { messagingFile: stack.messagingFile });
 const b = new NovaAgent(`nova-b-${tag}`, stack.transportUrl, { vcpus: 8, memory_mb: 16384, disk_gb: 100 }, { messagingFile: stack.messagingFile });
@@ -111,12 +113,10 @@ test('os-hypervisors lists both agents with the vCPUs and memory they report to 
 // refuse to start while a compute is older than the oldest they support.
 const SERVICE_VERSION = { zed: 64, '2025.1': 68 }[OPENSTACK_RELEASE];
 
-/** `version` of each nova-compute service record in the cell database. */
+/** `version` of each nova-compute service record in the cell database (scripts/nova-stack's `nova_cell1_<port>`). */
 function computeServiceVersions(): Record<string, number> {
-  const out = execFileSync('env', ['-u', 'PYTHONPATH', '-u', 'PYTHONHOME', '/usr/bin/python3', '-c',
-    'import json, sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print(json.dumps(dict(c.execute("select host, version from services where topic = \'compute\' and deleted = 0"))))',
-    join(stack.dir, 'nova', 'cell1.sqlite')], { encoding: 'utf8' });
-  return JSON.parse(out) as Record<string, number>;
+  const out = execFileSync('psql', ['-h', '127.0.0.1', '-p', '5432', '-U', 'root', '-qAt', '-d', `nova_cell1_${stack.apiPort}`, '-c', "select host, version from services where topic = 'compute' and deleted = 0"], { encoding: 'utf8' });
+  return Object.fromEntries(out.trim().split('\n').filter(Boolean).map((l) => { const [host = '', version = ''] = l.split('|'); return [host, Number(version)]; }));
 }
 
 test(`the agents register as nova-compute ${OPENSTACK_RELEASE} (service version ${SERVICE_VERSION}); nova's services restart cleanly with them registered`, async () => {
