@@ -15,10 +15,9 @@ import { GuestAgentNotEnabledError } from '../../virt-drivers/errors';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
 import { check } from './transitions';
+import { errorText } from '../../lib/error-text';
 
 export type AdminPasswordContext = Pick<FlowContext, 'locks' | 'require' | 'driver' | 'log' | 'notify'>;
-
-const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 /** nova's `InstancePasswordSetFailed` (its words: "Failed to set admin password on <uuid> because <reason>"). */
 function passwordSetFailed(uuid: string, why: string): NovaError {
@@ -48,7 +47,7 @@ export function setAdminPassword(c: AdminPasswordContext, uuid: string, password
       try {
         await c.driver.setAdminPassword(rec, password);
       } catch (e) {
-        fault = reason(e);
+        fault = errorText(e);
         refusal = e instanceof GuestAgentNotEnabledError ? new NovaError('InstanceAgentNotEnabled', 'Guest agent is not enabled for the instance', {}, 409, { cause: e }) : passwordSetFailed(uuid, 'error setting admin password');
       }
     }

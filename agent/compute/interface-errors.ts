@@ -10,10 +10,9 @@
  */
 import { NetworkNotFoundError as NeutronNetworkNotFound, NeutronConflictError, NeutronNotFoundError, PortBindingFailedError, PortInUseError as NeutronPortInUse } from '../network/errors';
 import { NovaError } from '../rpc/oslo/errors';
+import { errorText } from '../../lib/error-text';
 
 type Opts = { readonly cause?: unknown };
-
-const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 /** The driver (or anything not named below) failed the attach; what was done is undone. nova: `InterfaceAttachFailed` (500). */
 export class InterfaceAttachFailedError extends NovaError {
@@ -100,5 +99,5 @@ export function attachFailure(e: unknown, instance: string, request: { readonly 
   if (e instanceof PortBindingFailedError) return new PortBindingFailedNovaError(e.portId, e.message, opts);
   if (e instanceof NeutronNotFoundError && request.port_id) return new PortNotFoundError(request.port_id, e.message, opts);
   if (e instanceof NeutronConflictError && request.address) return new FixedIpAlreadyInUseError(request.address, instance, opts);
-  return new InterfaceAttachFailedError(instance, reason(e), opts);
+  return new InterfaceAttachFailedError(instance, errorText(e), opts);
 }

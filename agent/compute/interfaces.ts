@@ -31,6 +31,7 @@ import { AttachInterfaceNotSupportedError, attachFailure, InterfaceAttachFailedE
 import { DEFAULT_AZ } from './network-flows';
 import type { RequestContext } from './ports';
 import { check, type FlowStep } from './transitions';
+import { errorText } from '../../lib/error-text';
 
 export type InterfaceContext = Pick<FlowContext, 'locks' | 'require' | 'save' | 'driver' | 'controlPlane' | 'log' | 'notify'>;
 
@@ -40,8 +41,6 @@ export interface AttachTarget {
   /** nova's Instance.availability_zone (ports get `device_owner = compute:<az>`); absent: nova's default. */
   readonly availability_zone?: string;
 }
-
-const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 export class InterfaceFlows {
   constructor(
@@ -61,7 +60,7 @@ export class InterfaceFlows {
       const left = rec.interface_attach;
       if (left) {
         await this.undoInterrupted(rec).catch((e: unknown) => {
-          throw new InterfaceAttachFailedError(rec.uuid, `an attach interrupted by a restart could not be undone first: ${reason(e)}`, { cause: e });
+          throw new InterfaceAttachFailedError(rec.uuid, `an attach interrupted by a restart could not be undone first: ${errorText(e)}`, { cause: e });
         });
         if (left.request_id === requestId) throw new InterfaceAttachInterruptedError(rec.uuid);
       }
@@ -119,14 +118,14 @@ export class InterfaceFlows {
       try {
         await c.driver.detachInterface(rec, vif);
       } catch (e) {
-        throw await this.fail(rec, 'interface_detach.error', new InterfaceDetachFailedError(uuid, portId, `${reason(e)}; the interface stays attached`, { cause: e }), ctx);
+        throw await this.fail(rec, 'interface_detach.error', new InterfaceDetachFailedError(uuid, portId, `${errorText(e)}; the interface stays attached`, { cause: e }), ctx);
       }
       const preserved = vif.preserve_on_delete || (rec.preserved_ports ?? []).includes(portId);
       try {
         await this.network.deallocatePort(uuid, portId, preserved);
       } catch (e) {
         // The NIC is out of the guest; the VIF stays recorded so that asking again finishes it.
-        const detail = `the NIC is out of the guest, but Neutron could not ${preserved ? 'release' : 'delete'} the port: ${reason(e)}; ask again`;
+        const detail = `the NIC is out of the guest, but Neutron could not ${preserved ? 'release' : 'delete'} the port: ${errorText(e)}; ask again`;
         throw await this.fail(rec, 'interface_detach.error', new InterfaceDetachFailedError(uuid, portId, detail, { cause: e }), ctx);
       }
       const info = (rec.network_info ?? []).filter((v) => v.id !== portId);
@@ -152,7 +151,7 @@ export class InterfaceFlows {
       await this.network.deallocatePort(rec.uuid, vif.id, vif.preserve_on_delete);
       return true;
     } catch (e) {
-      this.c.log.warn({ instance: rec.uuid, port: vif.id, reason: reason(e) }, 'could not undo the failed attach; the next attach or the delete of the instance takes the port back');
+      this.c.log.warn({ instance: rec.uuid, port: vif.id, reason: errorText(e) }, 'could not undo the failed attach; the next attach or the delete of the instance takes the port back');
       return false;
     }
   }

@@ -21,6 +21,7 @@ import type { FlowContext } from './flow-context';
 import { driverStep, putInError } from './flow-steps';
 import type { RequestContext } from './ports';
 import { allows, transition, type FlowStep } from './transitions';
+import { errorText } from '../../lib/error-text';
 
 export type PowerContext = Pick<FlowContext, 'locks' | 'require' | 'record' | 'save' | 'instances' | 'driver' | 'log' | 'notify'>;
 
@@ -33,8 +34,6 @@ export interface PowerSyncResult {
   readonly forcedOff: string[];
   readonly updated: string[];
 }
-
-const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 /**
  * The last `lines` lines of `log` (nova's `_tail_log`: split on newlines; 0 gives nothing; null
@@ -102,7 +101,7 @@ export class PowerFlows {
       try {
         await c.driver.triggerCrashDump(rec);
       } catch (e) {
-        const fault = `crash dump failed: ${reason(e)}`;
+        const fault = `crash dump failed: ${errorText(e)}`;
         c.log.warn({ instance: uuid, fault }, 'crash dump failed');
         await c.notify(rec, 'trigger_crash_dump.error', ctx, fault);
         return;
@@ -127,7 +126,7 @@ export class PowerFlows {
       try {
         await c.driver.reboot(rec, soft ? 'soft' : 'hard');
       } catch (e) {
-        const fault = `reboot failed: ${reason(e)}`;
+        const fault = `reboot failed: ${errorText(e)}`;
         if ((await this.powerOf(rec)) !== 'RUNNING') {
           rec.power_state = POWER_STATE.SHUTDOWN;
           await putInError(c, rec, fault, ctx, 'reboot.error');
@@ -161,7 +160,7 @@ export class PowerFlows {
   async syncPowerStates(ctx: RequestContext): Promise<PowerSyncResult> {
     const out: PowerSyncResult = { stopped: [], forcedOff: [], updated: [] };
     for (const { uuid } of this.c.instances()) {
-      await this.syncOne(uuid, ctx, out).catch((e: unknown) => this.c.log.warn({ instance: uuid, reason: reason(e) }, 'power-state sync of the instance failed; next pass retries'));
+      await this.syncOne(uuid, ctx, out).catch((e: unknown) => this.c.log.warn({ instance: uuid, reason: errorText(e) }, 'power-state sync of the instance failed; next pass retries'));
     }
     return out;
   }
@@ -178,7 +177,7 @@ export class PowerFlows {
       }
       if ((rec.vm_state === 'active' || rec.vm_state === 'paused') && (power === 'SHUTDOWN' || power === 'CRASHED')) {
         // nova stops it through its API: the driver cleans up what the guest left, then STOPPED.
-        await c.driver.powerOff(rec, { timeoutSec: 0 }).catch((e: unknown) => c.log.warn({ instance: uuid, reason: reason(e) }, 'power off of a guest that is down failed'));
+        await c.driver.powerOff(rec, { timeoutSec: 0 }).catch((e: unknown) => c.log.warn({ instance: uuid, reason: errorText(e) }, 'power off of a guest that is down failed'));
         await this.report(rec, 'power_sync.stopped', ctx);
         c.log.warn({ instance: uuid, power, vm_state: rec.vm_state }, 'the guest of a running instance is down; instance stopped');
         out.stopped.push(uuid);

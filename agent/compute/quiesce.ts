@@ -18,6 +18,7 @@ import { GuestAgentNotEnabledError } from '../../virt-drivers/errors';
 import type { CinderClients } from '../volume/factory';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
+import { errorText } from '../../lib/error-text';
 
 export type QuiesceContext = Pick<FlowContext, 'locks' | 'require' | 'driver' | 'log'>;
 
@@ -30,8 +31,6 @@ export interface QuiesceMapping {
 /** How long the thaw waits for Cinder to take the snapshots (nova waits without a bound). */
 export const SNAPSHOT_WAIT_MS = 10 * 60_000;
 const POLL_MS = 500;
-
-const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 export class QuiesceFlows {
   constructor(
@@ -50,9 +49,9 @@ export class QuiesceFlows {
       try {
         await c.driver.quiesce(rec);
       } catch (e) {
-        c.log.warn({ instance: uuid, reason: reason(e) }, 'quiesce failed');
+        c.log.warn({ instance: uuid, reason: errorText(e) }, 'quiesce failed');
         if (e instanceof GuestAgentNotEnabledError) throw new NovaError('QemuGuestAgentNotEnabled', 'QEMU guest agent is not enabled', {}, 400, { cause: e });
-        throw new NovaError('InstanceQuiesceFailed', `Failed to quiesce instance: ${reason(e)}`, { reason: reason(e) }, 409, { cause: e });
+        throw new NovaError('InstanceQuiesceFailed', `Failed to quiesce instance: ${errorText(e)}`, { reason: errorText(e) }, 409, { cause: e });
       }
       c.log.info({ instance: uuid }, 'quiesced for a volume snapshot');
     });
@@ -67,7 +66,7 @@ export class QuiesceFlows {
       const rec = c.require(uuid);
       await c.driver.unquiesce(rec).then(
         () => c.log.info({ instance: uuid }, 'unquiesced after its volume snapshots'),
-        (e: unknown) => c.log.warn({ instance: uuid, reason: reason(e) }, 'unquiesce failed'),
+        (e: unknown) => c.log.warn({ instance: uuid, reason: errorText(e) }, 'unquiesce failed'),
       );
     });
   }
@@ -87,7 +86,7 @@ export class QuiesceFlows {
         const status = await cinder.getSnapshot(id).then(
           (s) => s.status,
           (e: unknown) => {
-            this.c.log.warn({ instance: uuid, snapshot: id, reason: reason(e) }, 'cannot read a volume snapshot; not waiting for it');
+            this.c.log.warn({ instance: uuid, snapshot: id, reason: errorText(e) }, 'cannot read a volume snapshot; not waiting for it');
             return 'unknown';
           },
         );

@@ -35,6 +35,7 @@ import { placementRequestId, type RequestContext } from './ports';
 import type { SnapshotFlows } from './snapshot';
 import { nameDevices, type VolumeFlows } from './volume-flows';
 import { arrival, transition, type FlowStep } from './transitions';
+import { errorText } from '../../lib/error-text';
 
 export type ShelveContext = Pick<FlowContext, 'host' | 'now' | 'locks' | 'require' | 'record' | 'instances' | 'save' | 'forget' | 'claims' | 'removals' | 'driver' | 'controlPlane' | 'log' | 'notify'>;
 
@@ -48,8 +49,6 @@ export interface UnshelveRequest {
   readonly portIds: readonly string[];
   readonly preservedPortIds: readonly string[];
 }
-
-const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 export class ShelveFlows {
   constructor(
@@ -74,9 +73,9 @@ export class ShelveFlows {
           await c.driver.powerOff(rec, cleanShutdown && rec.vm_state !== 'paused' ? {} : { timeoutSec: 0 });
           await this.snapshots.capture(rec, imageId, ctx, ['shelve.pending', 'shelve.uploading']);
         } catch (e) {
-          await this.fail(rec, 'shelve.revert', `shelve failed: ${reason(e)}`, ctx);
+          await this.fail(rec, 'shelve.revert', `shelve failed: ${errorText(e)}`, ctx);
           await this.snapshots.dropImage(uuid, imageId, 'a failed shelve');
-          if (ran) await c.driver.powerOn(rec).catch((err: unknown) => c.log.warn({ instance: uuid, reason: reason(err) }, 'the guest of a failed shelve could not be started again'));
+          if (ran) await c.driver.powerOn(rec).catch((err: unknown) => c.log.warn({ instance: uuid, reason: errorText(err) }, 'the guest of a failed shelve could not be started again'));
           return;
         }
         rec.shelved = { image_id: imageId, at: c.now() };
@@ -120,7 +119,7 @@ export class ShelveFlows {
           await this.step(rec, 'shelve_offload.expired', ctx);
           await this.offload(rec, ctx, 'shelve_offload.end', 'shelve_offload.revert');
         })
-        .catch((e: unknown) => c.log.warn({ instance: uuid, reason: reason(e) }, 'the periodic offload of a shelved server failed'));
+        .catch((e: unknown) => c.log.warn({ instance: uuid, reason: errorText(e) }, 'the periodic offload of a shelved server failed'));
     }
     return due.length;
   }
@@ -206,7 +205,7 @@ export class ShelveFlows {
       // Owed durably before the record goes, as a delete's removal is (`removals.ts`).
       await c.removals.add(rec.uuid, [rec.uuid]);
     } catch (e) {
-      await this.fail(rec, revert, `offload failed: ${reason(e)}`, ctx);
+      await this.fail(rec, revert, `offload failed: ${errorText(e)}`, ctx);
       return;
     }
     await c.removals.tryNow([rec.uuid], placementRequestId(ctx));
@@ -226,11 +225,11 @@ export class ShelveFlows {
 
   private async failUnshelve(rec: InstanceRecord, e: unknown, original: string | undefined, ctx: RequestContext): Promise<void> {
     const c = this.c;
-    const fault = `unshelve failed: ${reason(e)}`;
-    await c.claims.forceDelete(rec.uuid).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: reason(err) }, 'the claim of a failed unshelve could not be removed; the audit will report it'));
+    const fault = `unshelve failed: ${errorText(e)}`;
+    await c.claims.forceDelete(rec.uuid).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: errorText(err) }, 'the claim of a failed unshelve could not be removed; the audit will report it'));
     await c.driver.destroy(rec).catch(() => undefined);
-    await this.volumes.keepReservedOnly(rec, ctx).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: reason(err) }, 'the volumes of a failed unshelve could not be disconnected from this host'));
-    await this.networking.unbindForOffload(rec).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: reason(err) }, 'the ports of a failed unshelve could not be unbound'));
+    await this.volumes.keepReservedOnly(rec, ctx).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: errorText(err) }, 'the volumes of a failed unshelve could not be disconnected from this host'));
+    await this.networking.unbindForOffload(rec).catch((err: unknown) => c.log.warn({ instance: rec.uuid, reason: errorText(err) }, 'the ports of a failed unshelve could not be unbound'));
     c.claims.release(rec.uuid);
     rec.allocations = {};
     if (original === undefined) delete rec.image_ref;

@@ -22,6 +22,7 @@ import type { InstanceRecord } from '../../model/instance';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
 import { transition, type FlowStep } from './transitions';
+import { errorText } from '../../lib/error-text';
 
 export type SnapshotContext = Pick<FlowContext, 'locks' | 'require' | 'save' | 'driver' | 'log' | 'notify'>;
 
@@ -32,8 +33,6 @@ export interface BackupRequest {
   /** How many backups of that type to keep. */
   readonly rotation: number;
 }
-
-const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 /** The formats and the properties nova's libvirt driver gives a snapshot (`_create_snapshot_metadata`). */
 export function snapshotImageOps(rec: InstanceRecord, image: Pick<SnapshotImage, 'diskFormat'>): ImagePatchOp[] {
@@ -74,7 +73,7 @@ export class SnapshotFlows {
       try {
         uploadedBytes = await this.capture(rec, imageId, ctx, ['snapshot.pending', 'snapshot.uploading']);
       } catch (e) {
-        const fault = `${backup ? 'backup' : 'snapshot'} failed: ${reason(e)}`;
+        const fault = `${backup ? 'backup' : 'snapshot'} failed: ${errorText(e)}`;
         transition(rec, revert);
         rec.fault = fault;
         await c.save(rec);
@@ -112,7 +111,7 @@ export class SnapshotFlows {
 
   /** Deletes image `imageId` (a failed snapshot's, a shelved one unshelved); a failure is logged. */
   async dropImage(uuid: string, imageId: string, why: string): Promise<void> {
-    await this.images?.deleteImage(imageId).catch((err: unknown) => this.c.log.warn({ instance: uuid, image: imageId, reason: reason(err) }, `the image of ${why} could not be deleted`));
+    await this.images?.deleteImage(imageId).catch((err: unknown) => this.c.log.warn({ instance: uuid, image: imageId, reason: errorText(err) }, `the image of ${why} could not be deleted`));
   }
 
   /** Deletes the oldest backups of `backup.type` of the instance beyond `backup.rotation`; never throws. */
@@ -126,7 +125,7 @@ export class SnapshotFlows {
         this.c.log.info({ instance: uuid, image: old.id, backup_type: backup.type, rotation: backup.rotation }, 'backup rotated out');
       }
     } catch (e) {
-      this.c.log.warn({ instance: uuid, backup_type: backup.type, reason: reason(e) }, 'backup rotation failed; the older backups are kept');
+      this.c.log.warn({ instance: uuid, backup_type: backup.type, reason: errorText(e) }, 'backup rotation failed; the older backups are kept');
     }
   }
 

@@ -18,13 +18,12 @@
 import type { FlowContext } from './flow-context';
 import { driverStep } from './flow-steps';
 import type { RequestContext } from './ports';
+import { errorText } from '../../lib/error-text';
 
 export type SoftDeleteContext = Pick<FlowContext, 'now' | 'locks' | 'require' | 'save' | 'instances' | 'driver' | 'log' | 'notify'>;
 
 /** Deletes an instance still SOFT_DELETED with no task, under its lock; resolves whether it did (`LifecycleFlows.reclaim`). */
 export type Reclaim = (uuid: string, ctx: RequestContext) => Promise<boolean>;
-
-const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 export class SoftDeleteFlows {
   constructor(
@@ -65,7 +64,7 @@ export class SoftDeleteFlows {
       c.log.info({ instance: uuid, soft_deleted_at, reclaim_instance_interval: this.reclaimAfterS }, 'soft-deleted longer than reclaim_instance_interval: deleting');
       await this.reclaim(uuid, ctx).then(
         (done) => void (done && deleted++),
-        (e: unknown) => c.log.warn({ instance: uuid, reason: reason(e) }, 'the periodic reclaim of a soft-deleted server failed; the next pass tries again'),
+        (e: unknown) => c.log.warn({ instance: uuid, reason: errorText(e) }, 'the periodic reclaim of a soft-deleted server failed; the next pass tries again'),
       );
     }
     return deleted;

@@ -30,6 +30,7 @@ import { connectAttachment } from './volume-connect';
 import type { VolumeFlowOptions } from './volume-flows';
 import { undoAttach } from './volume-undo';
 import { InvalidVolumeError, MultiattachNotSupportedError, VolumeAttachFailedError, VolumeDetachFailedError, VolumeTaggedAttachNotSupportedError } from './volume-errors';
+import { errorText } from '../../lib/error-text';
 
 export type VolumeAttachContext = Pick<FlowContext, 'locks' | 'require' | 'record' | 'save' | 'driver' | 'controlPlane' | 'log' | 'notify' | 'now'>;
 
@@ -43,8 +44,6 @@ export interface ReserveRequest {
 }
 
 const GIB = 1024 ** 3;
-const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
-
 export class VolumeAttachFlows {
   constructor(
     private readonly c: VolumeAttachContext,
@@ -117,7 +116,7 @@ export class VolumeAttachFlows {
         await cinder.completeAttachment(attached.attachment_id);
       } catch (e) {
         const left = await undoAttach(c, this.o.owed, rec, entry, ctx);
-        throw await this.fail(rec, 'volume_attach.error', new VolumeAttachFailedError(volumeId, `${reason(e)}${left}`, { cause: e }), ctx);
+        throw await this.fail(rec, 'volume_attach.error', new VolumeAttachFailedError(volumeId, `${errorText(e)}${left}`, { cause: e }), ctx);
       }
       c.log.info({ instance: uuid, volume: volumeId, attachment: attached.attachment_id, device }, 'volume attached');
       await c.notify(rec, 'volume_attach.end', ctx);
@@ -140,8 +139,8 @@ export class VolumeAttachFlows {
           await c.driver.detachVolume(rec, volumeId);
         } catch (e) {
           // The guest keeps the disk: Cinder's volume goes back from detaching to in-use, as nova's roll_detaching.
-          await cinder.rollDetaching(volumeId).catch((err: unknown) => c.log.warn({ instance: uuid, volume: volumeId, reason: reason(err) }, 'Cinder did not roll the detach back'));
-          throw await this.fail(rec, 'volume_detach.error', new VolumeDetachFailedError(volumeId, `${reason(e)}; the volume stays attached`, { cause: e }), ctx);
+          await cinder.rollDetaching(volumeId).catch((err: unknown) => c.log.warn({ instance: uuid, volume: volumeId, reason: errorText(err) }, 'Cinder did not roll the detach back'));
+          throw await this.fail(rec, 'volume_detach.error', new VolumeDetachFailedError(volumeId, `${errorText(e)}; the volume stays attached`, { cause: e }), ctx);
         }
         rec.volumes = (rec.volumes ?? []).filter((x) => x.volume_id !== volumeId);
         await c.save(rec);
@@ -181,7 +180,7 @@ export class VolumeAttachFlows {
         await c.driver.extendVolume(rec, volumeId, size * GIB);
         c.log.info({ instance: uuid, volume: volumeId, gib: size }, 'volume extended in the guest');
       } catch (e) {
-        c.log.warn({ instance: uuid, volume: volumeId, reason: reason(e) }, 'volume-extended: the guest could not be told the new size');
+        c.log.warn({ instance: uuid, volume: volumeId, reason: errorText(e) }, 'volume-extended: the guest could not be told the new size');
       }
     });
   }

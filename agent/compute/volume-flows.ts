@@ -26,6 +26,7 @@ import type { AttachmentDeletes } from './attachment-deletes';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
 import { connectAttachment, deleteFreedVolume } from './volume-connect';
+import { errorText } from '../../lib/error-text';
 
 export interface VolumeFlowOptions {
   readonly cinder: CinderClients;
@@ -189,12 +190,10 @@ export class VolumeFlows {
   }
 
   private warn(uuid: string, b: BlockDevice, what: string, e: unknown): void {
-    const why = e === undefined ? {} : { reason: reasonOf(e) };
+    const why = e === undefined ? {} : { reason: errorText(e) };
     this.c.log.warn({ instance: uuid, volume: b.volume_id, attachment: b.attachment_id, ...why }, what);
   }
 }
-
-const reasonOf = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 /**
  * Device names for the mappings that have none: the boot volume `/dev/vda`, the others the next

@@ -26,6 +26,7 @@ import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
 import { connectAttachment, connectorFor, volumeAttachment, type ConnectableDevice } from './volume-connect';
 import type { VolumeFlowOptions } from './volume-flows';
+import { errorText } from '../../lib/error-text';
 
 /** A volume step of a move failed; the message names the volume and the step, `cause` keeps Cinder's error. */
 export class VolumeMoveError extends Error {
@@ -41,8 +42,6 @@ export class VolumeMoveError extends Error {
 
 type VolumeDevice = BlockDevice & { readonly volume_id: string };
 const isVolume = (b: BlockDevice): b is VolumeDevice => b.destination_type === 'volume' && !!b.volume_id;
-const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
-
 export type VolumeMoveContext = Pick<FlowContext, 'host' | 'save' | 'log' | 'controlPlane'>;
 
 export class VolumeMoves {
@@ -121,7 +120,7 @@ export class VolumeMoves {
         delete replaced[b.volume_id];
         await this.c.save(rec);
       } catch (e) {
-        this.c.log.error({ instance: rec.uuid, volume: b.volume_id, attachment: b.attachment_id, old_attachment: old, reason: reason(e) }, 'could not give the volume its connection on this host back after a failed move; fix its attachments in Cinder');
+        this.c.log.error({ instance: rec.uuid, volume: b.volume_id, attachment: b.attachment_id, old_attachment: old, reason: errorText(e) }, 'could not give the volume its connection on this host back after a failed move; fix its attachments in Cinder');
       }
     }
   }
@@ -195,7 +194,7 @@ export class VolumeMoves {
     for (const v of rec.volumes ?? []) {
       await Promise.resolve()
         .then(() => this.publish(rec, v.volume_id, this.cinder(ctx, rec.block_devices ?? []), ctx))
-        .catch((e: unknown) => this.c.log.error({ instance: rec.uuid, volume: v.volume_id, attachment: v.attachment_id, reason: reason(e) }, 'could not complete the volume attachment after the live migration; the guest uses the volume here'));
+        .catch((e: unknown) => this.c.log.error({ instance: rec.uuid, volume: v.volume_id, attachment: v.attachment_id, reason: errorText(e) }, 'could not complete the volume attachment after the live migration; the guest uses the volume here'));
     }
   }
 
@@ -212,7 +211,7 @@ export class VolumeMoves {
       const made = b.attachment_id;
       await Promise.resolve()
         .then(() => this.cinder(ctx, [b]).deleteAttachment(made))
-        .catch((e: unknown) => this.c.log.error({ instance: rec.uuid, volume: b.volume_id, attachment: made, reason: reason(e) }, 'could not delete the attachment a failed live migration made; delete it in Cinder'));
+        .catch((e: unknown) => this.c.log.error({ instance: rec.uuid, volume: b.volume_id, attachment: made, reason: errorText(e) }, 'could not delete the attachment a failed live migration made; delete it in Cinder'));
     }
     rec.block_devices = [];
     rec.volumes = [];
@@ -231,7 +230,7 @@ export class VolumeMoves {
       if (!mine) continue;
       await Promise.resolve()
         .then(() => this.cinder(ctx, [b]).deleteAttachment(mine))
-        .catch((e: unknown) => this.c.log.error({ instance: rec.uuid, volume: b.volume_id, attachment: mine, reason: reason(e) }, 'could not delete the source attachment after the live migration; delete it in Cinder'));
+        .catch((e: unknown) => this.c.log.error({ instance: rec.uuid, volume: b.volume_id, attachment: mine, reason: errorText(e) }, 'could not delete the source attachment after the live migration; delete it in Cinder'));
     }
   }
 
@@ -272,7 +271,7 @@ export class VolumeMoves {
       return await run();
     } catch (e) {
       if (e instanceof VolumeMoveError) throw e;
-      throw new VolumeMoveError(volumeId, `${what}: ${reason(e)}`, { cause: e });
+      throw new VolumeMoveError(volumeId, `${what}: ${errorText(e)}`, { cause: e });
     }
   }
 }

@@ -27,6 +27,7 @@ import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
 import { connectAttachment } from './volume-connect';
 import type { VolumeFlowOptions } from './volume-flows';
+import { errorText } from '../../lib/error-text';
 
 export type VolumeSwapContext = Pick<FlowContext, 'locks' | 'require' | 'record' | 'save' | 'driver' | 'controlPlane' | 'log'>;
 
@@ -38,8 +39,6 @@ export interface SwapRequest {
 }
 
 const GIB = 1024 ** 3;
-const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
-
 export class VolumeSwapFlows {
   constructor(
     private readonly c: VolumeSwapContext,
@@ -62,7 +61,7 @@ export class VolumeSwapFlows {
           await c.driver.detachVolume(rec, volumeId);
         } catch (e) {
           // A guest that is not on this host has no disk here to let go of.
-          if (!(e instanceof DriverInstanceNotFoundError)) throw new VolumeDetachFailedError(volumeId, reason(e), { cause: e });
+          if (!(e instanceof DriverInstanceNotFoundError)) throw new VolumeDetachFailedError(volumeId, errorText(e), { cause: e });
         }
         rec.volumes = (rec.volumes ?? []).filter((x) => x.volume_id !== volumeId);
         await c.save(rec);
@@ -102,15 +101,15 @@ export class VolumeSwapFlows {
         // Cinder's migration ends with the new volume under the old id, so the driver knows the disk by the id it will keep.
         await c.driver.swapVolume(rec, oldId, { volume_id: migrating ? oldId : newId, device_name: old.device_name, boot_index: old.boot_index, connection_info: attached.connection_info });
         if (grow > 0 && c.driver.capabilities.supports_extend_volume) {
-          await c.driver.extendVolume(rec, migrating ? oldId : newId, grow * GIB).catch((e: unknown) => c.log.warn({ instance: uuid, volume: newId, gib: grow, reason: reason(e) }, 'swap_volume: the guest was not told the new volume is bigger; it sees the size at its next start'));
+          await c.driver.extendVolume(rec, migrating ? oldId : newId, grow * GIB).catch((e: unknown) => c.log.warn({ instance: uuid, volume: newId, gib: grow, reason: errorText(e) }, 'swap_volume: the guest was not told the new volume is bigger; it sees the size at its next start'));
         }
         await cinder.completeAttachment(newAttachment);
       } catch (e) {
         await this.undo(rec, req, migrating, cinder);
-        throw await this.fail(rec, new VolumeSwapFailedError(oldId, newId, reason(e), { cause: e }));
+        throw await this.fail(rec, new VolumeSwapFailedError(oldId, newId, errorText(e), { cause: e }));
       }
       // The guest is on the new volume: what follows is Cinder's bookkeeping, logged when it fails.
-      await cinder.deleteAttachment(old.attachment_id).catch((e: unknown) => c.log.warn({ instance: uuid, attachment: old.attachment_id, reason: reason(e) }, 'swap_volume: Cinder did not delete the old attachment'));
+      await cinder.deleteAttachment(old.attachment_id).catch((e: unknown) => c.log.warn({ instance: uuid, attachment: old.attachment_id, reason: errorText(e) }, 'swap_volume: Cinder did not delete the old attachment'));
       const saveId = migrating ? await this.complete(cinder, uuid, oldId, newId, false) : newId;
       if (saveId !== (migrating ? oldId : newId)) c.log.warn({ instance: uuid, volume: saveId, disk: migrating ? oldId : newId }, 'swap_volume: Cinder keeps another id than the one the driver knows the disk by');
       const info = attached.connection_info;
@@ -128,7 +127,7 @@ export class VolumeSwapFlows {
 
   /** A failed swap: the old volume in use again, the new attachment deleted, a Cinder migration told. Never throws. */
   private async undo(rec: InstanceRecord, req: SwapRequest, migrating: boolean, cinder: CinderApi): Promise<void> {
-    const warn = (what: string) => (e: unknown): void => this.c.log.warn({ instance: rec.uuid, volume: req.old_volume_id, reason: reason(e) }, what);
+    const warn = (what: string) => (e: unknown): void => this.c.log.warn({ instance: rec.uuid, volume: req.old_volume_id, reason: errorText(e) }, what);
     await cinder.rollDetaching(req.old_volume_id).catch(warn('swap_volume: Cinder did not put the old volume back in use'));
     await cinder.deleteAttachment(req.new_attachment_id).catch(warn('swap_volume: Cinder did not delete the new attachment'));
     if (migrating) await this.complete(cinder, rec.uuid, req.old_volume_id, req.new_volume_id, true);
@@ -144,7 +143,7 @@ export class VolumeSwapFlows {
     try {
       return await cinder.migrateVolumeCompletion(oldId, newId, error);
     } catch (e) {
-      this.c.log.warn({ instance: uuid, volume: oldId, new: newId, error, reason: reason(e) }, 'swap_volume: Cinder did not complete the volume migration');
+      this.c.log.warn({ instance: uuid, volume: oldId, new: newId, error, reason: errorText(e) }, 'swap_volume: Cinder did not complete the volume migration');
       return fallback;
     }
   }

@@ -16,8 +16,7 @@ import type { InstanceRecord } from '../../model/instance';
 import type { AttachmentDeletes } from './attachment-deletes';
 import type { FlowContext } from './flow-context';
 import type { RequestContext } from './ports';
-
-const reason = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+import { errorText } from '../../lib/error-text';
 
 /**
  * Undoes what an attach of `entry` did on `rec`. Never throws.
@@ -29,8 +28,8 @@ export async function undoAttach(c: Pick<FlowContext, 'driver' | 'save' | 'contr
   try {
     await c.driver.detachVolume(rec, volumeId);
   } catch (e) {
-    c.log.error({ instance: rec.uuid, volume: volumeId, reason: reason(e) }, 'a failed attach could not take the disk out of the guest; the volume stays attached');
-    return `; the guest kept the disk (${reason(e)}), so nothing is undone: the volume stays attached with its attachment`;
+    c.log.error({ instance: rec.uuid, volume: volumeId, reason: errorText(e) }, 'a failed attach could not take the disk out of the guest; the volume stays attached');
+    return `; the guest kept the disk (${errorText(e)}), so nothing is undone: the volume stays attached with its attachment`;
   }
   rec.volumes = (rec.volumes ?? []).filter((v) => v.volume_id !== volumeId);
   rec.block_devices = (rec.block_devices ?? []).filter((b) => b.volume_id !== volumeId);
