@@ -147,6 +147,7 @@ function normalizeRequestSpec(s: z.infer<typeof requestSpecSchema> | null): Deco
 }
 
 function normalizeInstance(i: z.infer<typeof instanceSchema>): DecodedInstance {
+  const imageMeta = imageMetaFrom(i.system_metadata, 'image_');
   return {
     uuid: i.uuid,
     name: i.display_name ?? i.hostname ?? i.name ?? `instance-${i.uuid.slice(0, 8)}`,
@@ -156,13 +157,8 @@ function normalizeInstance(i: z.infer<typeof instanceSchema>): DecodedInstance {
     image_ref: i.image_ref ?? undefined,
     vm_state: i.vm_state ?? undefined,
     availability_zone: i.availability_zone ?? undefined,
-    ...optional('image_meta', imageMetaFrom(i.system_metadata, 'image_')),
+    ...(imageMeta ? { image_meta: imageMeta } : {}),
   };
-}
-
-/** `{ [key]: value }`, or nothing when `value` is undefined (optional fields stay absent). */
-function optional<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
-  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V };
 }
 
 /** The decoders of the compute methods' arguments, by what they decode. */
